@@ -1,0 +1,190 @@
+//! Every error a client can see, as the exact text Redis or RedisBloom sends.
+//!
+//! A `CmdError` renders the bytes after the leading `-` of the RESP error line. Most texts are fixed
+//! and live here as named constants, each with a comment naming the upstream command that emits it;
+//! the few that embed an argument (unknown command, arity, unknown subcommand) are enum variants that
+//! format themselves the way Redis does.
+//!
+//! Texts marked "no ERR" are sent without an `ERR` prefix, exactly as RedisBloom writes them.
+
+use std::fmt;
+
+// ---------------------------------------------------------------------------------------------
+// Generic Redis errors
+// ---------------------------------------------------------------------------------------------
+
+/// Any command: a malformed option list (SET, EXPIRE, SCAN, ...).
+pub const SYNTAX: &str = "ERR syntax error";
+/// Any command: an integer argument that `string2ll` refuses.
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+/// INCRBYFLOAT and friends: a float argument that `string2ld` refuses.
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+/// Any command touching a key of another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// INCR/DECR family on overflow.
+pub const INCR_OVERFLOW: &str = "ERR increment or decrement would overflow";
+/// INCRBYFLOAT producing NaN or infinity.
+pub const INCR_NAN: &str = "ERR increment would produce NaN or Infinity";
+/// RENAME, MOVE, ... on a missing source key.
+pub const NO_SUCH_KEY: &str = "ERR no such key";
+/// SELECT, MOVE, COPY DB with an index at or above `databases`.
+pub const DB_INDEX_RANGE: &str = "ERR DB index is out of range";
+/// SETRANGE/APPEND growing a string past 512 MB.
+pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+/// SETRANGE with a negative offset.
+pub const OFFSET_RANGE: &str = "ERR offset is out of range";
+/// EXPIRE family: an expire time that overflows when converted to milliseconds.
+pub const EXPIRE_INVALID: &str = "ERR invalid expire time in '{}' command";
+/// Any command before AUTH when `requirepass` is set.
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+/// AUTH with a wrong password.
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+/// AUTH when no password is configured.
+pub const AUTH_NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+/// MULTI inside MULTI.
+pub const MULTI_NESTED: &str = "ERR MULTI calls can not be nested";
+/// EXEC without MULTI.
+pub const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
+/// DISCARD without MULTI.
+pub const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
+/// WATCH inside MULTI.
+pub const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
+/// EXEC after a queued command failed.
+pub const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+/// Commands refused by `maxmemory` (deny-oom commands).
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+/// Accept-time refusal when `maxclients` is reached.
+pub const MAX_CLIENTS: &str = "ERR max number of clients reached";
+/// CLIENT SETNAME / HELLO SETNAME with a bad character.
+pub const CLIENT_NAME_CHARS: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+/// HELLO with a bad protocol version.
+pub const HELLO_PROTO_NOT_INT: &str = "ERR Protocol version is not an integer or out of range";
+/// HELLO 4 and above.
+pub const NOPROTO: &str = "NOPROTO unsupported protocol version";
+/// Writes while the last background save failed and `stop-writes-on-bgsave-error` is on.
+pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+/// Any command while the dataset is loading.
+pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
+/// DEBUG without `enable-debug-command`.
+pub const DEBUG_NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+/// RENAME/COPY/... where source and destination coincide (MOVE, COPY).
+pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+/// A background save is already running.
+pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+
+/// An error reply. Renders as the exact text after the `-` of the RESP error line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmdError {
+    /// A fixed text, one of the constants in this module (or in a command family's module).
+    Static(&'static str),
+    /// A text that embeds an argument; already complete, prefix included.
+    Owned(String),
+    /// `ERR wrong number of arguments for '<name>' command`, name as registered.
+    WrongArity(String),
+    /// `ERR unknown command '<name>', with args beginning with: '<a>' ...`
+    UnknownCommand { name: String, args: String },
+    /// `ERR unknown subcommand '<sub>'. Try <CONTAINER> HELP.`
+    UnknownSubcommand { sub: String, container: String },
+}
+
+impl CmdError {
+    /// Builds the unknown-command error exactly as Redis formats it: each argument quoted and followed
+    /// by a space, the whole argument text stops growing once it reaches 128 characters, the name is cut
+    /// at 128 characters and CR/LF become spaces.
+    pub fn unknown_command(argv: &[bytes::Bytes]) -> CmdError {
+        let clean = |b: &[u8], max: usize| -> String {
+            let s: String = String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned();
+            s.replace(['\r', '\n'], " ")
+        };
+        let name = argv.first().map(|n| clean(n, 128)).unwrap_or_default();
+        let mut args = String::new();
+        for a in argv.iter().skip(1) {
+            if args.len() >= 128 {
+                break;
+            }
+            let room = 128 - args.len();
+            args.push('\'');
+            args.push_str(&clean(a, room));
+            args.push_str("' ");
+        }
+        CmdError::UnknownCommand { name, args }
+    }
+
+    /// The arity error for a command or `container|sub`.
+    pub fn arity(name: &str) -> CmdError {
+        CmdError::WrongArity(name.to_ascii_lowercase())
+    }
+
+    pub fn unknown_subcommand(sub: &[u8], container: &str) -> CmdError {
+        CmdError::UnknownSubcommand {
+            sub: String::from_utf8_lossy(sub).replace(['\r', '\n'], " "),
+            container: container.to_ascii_uppercase(),
+        }
+    }
+
+    /// The first word of the text: the code INFO errorstats counts under.
+    pub fn code(&self) -> String {
+        let text = self.to_string();
+        text.split(' ').next().unwrap_or("ERR").to_string()
+    }
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::Static(s) => f.write_str(s),
+            CmdError::Owned(s) => f.write_str(s),
+            CmdError::WrongArity(name) => {
+                write!(f, "ERR wrong number of arguments for '{name}' command")
+            }
+            CmdError::UnknownCommand { name, args } => write!(
+                f,
+                "ERR unknown command '{name}', with args beginning with: {args}"
+            ),
+            CmdError::UnknownSubcommand { sub, container } => write!(
+                f,
+                "ERR unknown subcommand '{sub}'. Try {container} HELP."
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CmdError {}
+
+impl From<&'static str> for CmdError {
+    fn from(s: &'static str) -> Self {
+        CmdError::Static(s)
+    }
+}
+
+/// Result type of every command handler.
+pub type CmdResult = Result<crate::protocol::Reply, CmdError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn unknown_command_matches_redis() {
+        let argv = vec![Bytes::from("FOO"), Bytes::from("a"), Bytes::from("b")];
+        assert_eq!(
+            CmdError::unknown_command(&argv).to_string(),
+            "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "
+        );
+        let argv = vec![Bytes::from("FOO")];
+        assert_eq!(
+            CmdError::unknown_command(&argv).to_string(),
+            "ERR unknown command 'FOO', with args beginning with: "
+        );
+    }
+
+    #[test]
+    fn arity_is_lower_case() {
+        assert_eq!(
+            CmdError::arity("BF.ADD").to_string(),
+            "ERR wrong number of arguments for 'bf.add' command"
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! hyperbloom: a Redis-protocol server for Bloom filters, cuckoo filters and HyperLogLog.
+//!
+//! The map of the crate:
+//! - [`protocol`]: the request parser (inline and multibulk, resumable) and the RESP2/RESP3 reply encoder.
+//! - [`error`]: every client-visible error text as a named constant, and the `CmdError` type.
+pub mod error;
+pub mod protocol;

@@ -1,0 +1,4 @@
+//! The wire protocol: requests in, replies out. Knows nothing of storage.
+pub mod reply;
+
+pub use reply::Reply;

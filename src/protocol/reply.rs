@@ -1,0 +1,311 @@
+//! The reply model and its RESP2/RESP3 encoder.
+//!
+//! Handlers return a [`Reply`] that says what they mean (a map, a boolean, a null) and the connection
+//! encodes it for the protocol it negotiated, making the same downgrades Redis makes for RESP2:
+//! maps become flat arrays, sets become arrays, nulls become `$-1` or `*-1`, booleans become `:1`/`:0`,
+//! doubles become bulk strings and verbatim strings become bulk strings.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::CmdError;
+
+/// One reply, in the shape of RESP3.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK`: a status line. Must not contain CR or LF.
+    Status(&'static str),
+    /// A status line with a text computed at run time (e.g. TYPE).
+    StatusOwned(Bytes),
+    /// `-ERR ...`
+    Error(CmdError),
+    /// `:n`
+    Int(i64),
+    /// `$n\r\n...`
+    Bulk(Bytes),
+    /// The null bulk string: `$-1` in RESP2, `_` in RESP3.
+    Null,
+    /// The null array: `*-1` in RESP2, `_` in RESP3.
+    NullArray,
+    /// `*n`
+    Array(Vec<Reply>),
+    /// `%n` in RESP3; a flat array of 2n elements in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// `~n` in RESP3; an array in RESP2.
+    Set(Vec<Reply>),
+    /// `#t`/`#f` in RESP3; `:1`/`:0` in RESP2.
+    Bool(bool),
+    /// `,d` in RESP3; a bulk string in RESP2. Formatted like Redis's `%.17g` via [`format_double`].
+    Double(f64),
+    /// `=n\r\ntxt:...` in RESP3; a bulk string in RESP2.
+    Verbatim(Bytes),
+    /// Pre-encoded bytes, written as they are whatever the protocol (used for EXEC's queued replies
+    /// and for golden tests). Use sparingly.
+    Raw(Bytes),
+}
+
+pub const OK: Reply = Reply::Status("OK");
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Status("OK")
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_str(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn opt_bulk(b: Option<Bytes>) -> Reply {
+        match b {
+            Some(b) => Reply::Bulk(b),
+            None => Reply::Null,
+        }
+    }
+
+    pub fn error(e: impl Into<CmdError>) -> Reply {
+        Reply::Error(e.into())
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Encodes the reply for a connection speaking protocol `proto` (2 or 3).
+    pub fn encode(&self, proto: u8, out: &mut BytesMut) {
+        let resp3 = proto >= 3;
+        match self {
+            Reply::Status(s) => {
+                out.put_u8(b'+');
+                out.put_slice(s.as_bytes());
+                out.put_slice(b"\r\n");
+            }
+            Reply::StatusOwned(s) => {
+                out.put_u8(b'+');
+                out.put_slice(s);
+                out.put_slice(b"\r\n");
+            }
+            Reply::Error(e) => {
+                out.put_u8(b'-');
+                let text = e.to_string();
+                // An error line cannot carry CR/LF; Redis replaces them with spaces.
+                for b in text.bytes() {
+                    out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+                }
+                out.put_slice(b"\r\n");
+            }
+            Reply::Int(n) => {
+                out.put_u8(b':');
+                put_int(out, *n);
+                out.put_slice(b"\r\n");
+            }
+            Reply::Bulk(b) => put_bulk(out, b),
+            Reply::Null => {
+                if resp3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"$-1\r\n")
+                }
+            }
+            Reply::NullArray => {
+                if resp3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"*-1\r\n")
+                }
+            }
+            Reply::Array(items) => {
+                put_header(out, b'*', items.len());
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Set(items) => {
+                put_header(out, if resp3 { b'~' } else { b'*' }, items.len());
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    put_header(out, b'%', pairs.len());
+                } else {
+                    put_header(out, b'*', pairs.len() * 2);
+                }
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
+            Reply::Bool(b) => {
+                if resp3 {
+                    out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+                } else {
+                    out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" });
+                }
+            }
+            Reply::Double(d) => {
+                let text = format_double(*d);
+                if resp3 {
+                    out.put_u8(b',');
+                    out.put_slice(text.as_bytes());
+                    out.put_slice(b"\r\n");
+                } else {
+                    put_bulk(out, text.as_bytes());
+                }
+            }
+            Reply::Verbatim(b) => {
+                if resp3 {
+                    put_header(out, b'=', b.len() + 4);
+                    out.put_slice(b"txt:");
+                    out.put_slice(b);
+                    out.put_slice(b"\r\n");
+                } else {
+                    put_bulk(out, b);
+                }
+            }
+            Reply::Raw(b) => out.put_slice(b),
+        }
+    }
+
+    /// Convenience for tests: the encoded bytes.
+    pub fn to_bytes(&self, proto: u8) -> Bytes {
+        let mut out = BytesMut::new();
+        self.encode(proto, &mut out);
+        out.freeze()
+    }
+}
+
+impl From<CmdError> for Reply {
+    fn from(e: CmdError) -> Self {
+        Reply::Error(e)
+    }
+}
+
+fn put_int(out: &mut BytesMut, n: i64) {
+    let mut buf = itoa_buf(n);
+    out.put_slice(buf.as_bytes_mut());
+}
+
+fn put_header(out: &mut BytesMut, prefix: u8, len: usize) {
+    out.put_u8(prefix);
+    put_int(out, len as i64);
+    out.put_slice(b"\r\n");
+}
+
+fn put_bulk(out: &mut BytesMut, b: &[u8]) {
+    put_header(out, b'$', b.len());
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+/// A small stack buffer holding the decimal form of an integer; avoids `format!` on the hot path.
+struct ItoaBuf {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl ItoaBuf {
+    fn as_bytes_mut(&mut self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_buf(n: i64) -> ItoaBuf {
+    let mut buf = [0u8; 20];
+    let mut pos = 20;
+    let neg = n < 0;
+    let mut v = n.unsigned_abs();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if neg {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    ItoaBuf { buf, start: pos }
+}
+
+/// Formats a double the way Redis's RESP3 double reply and most of its float replies do: `%.17g`,
+/// with `inf`/`-inf`/`nan` spelled as Redis spells them.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    format_g(d, 17)
+}
+
+/// C's `%.<precision>g`.
+pub fn format_g(d: f64, precision: usize) -> String {
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    if !d.is_finite() {
+        return format_double(d);
+    }
+    let p = precision.max(1);
+    // Exponent as %e would print it after rounding to p significant digits.
+    let e_form = format!("{:.*e}", p - 1, d);
+    let (mantissa, exp) = e_form.split_once('e').unwrap_or((&e_form, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if exp < -4 || exp >= p as i32 {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim_fraction(&format!("{:.*}", decimals, d)).to_string()
+    }
+}
+
+fn trim_fraction(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resp2_downgrades() {
+        let m = Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]);
+        assert_eq!(&m.to_bytes(2)[..], b"*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(&m.to_bytes(3)[..], b"%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(&Reply::Null.to_bytes(2)[..], b"$-1\r\n");
+        assert_eq!(&Reply::NullArray.to_bytes(2)[..], b"*-1\r\n");
+        assert_eq!(&Reply::Null.to_bytes(3)[..], b"_\r\n");
+        assert_eq!(&Reply::Bool(true).to_bytes(2)[..], b":1\r\n");
+        assert_eq!(&Reply::Bool(false).to_bytes(3)[..], b"#f\r\n");
+        assert_eq!(
+            &Reply::Verbatim(Bytes::from("x")).to_bytes(3)[..],
+            b"=5\r\ntxt:x\r\n"
+        );
+        assert_eq!(&Reply::Int(i64::MIN).to_bytes(2)[..], b":-9223372036854775808\r\n");
+    }
+
+    #[test]
+    fn percent_g() {
+        assert_eq!(format_g(0.01, 17), "0.01");
+        assert_eq!(format_g(1.5, 17), "1.5");
+        assert_eq!(format_g(1e20, 17), "1e+20");
+        assert_eq!(format_g(0.0001, 6), "0.0001");
+        assert_eq!(format_g(0.00001, 6), "1e-05");
+        assert_eq!(format_g(100.0, 6), "100");
+        assert_eq!(format_g(3.0000000000000004, 17), "3.0000000000000004");
+        assert_eq!(format_g(123456789.0, 6), "1.23457e+08");
+    }
+}
