@@ -142,10 +142,9 @@ impl fmt::Display for CmdError {
                 f,
                 "ERR unknown command '{name}', with args beginning with: {args}"
             ),
-            CmdError::UnknownSubcommand { sub, container } => write!(
-                f,
-                "ERR unknown subcommand '{sub}'. Try {container} HELP."
-            ),
+            CmdError::UnknownSubcommand { sub, container } => {
+                write!(f, "ERR unknown subcommand '{sub}'. Try {container} HELP.")
+            }
         }
     }
 }

@@ -248,7 +248,11 @@ pub fn format_double(d: f64) -> String {
 /// C's `%.<precision>g`.
 pub fn format_g(d: f64, precision: usize) -> String {
     if d == 0.0 {
-        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     if !d.is_finite() {
         return format_double(d);
@@ -294,7 +298,10 @@ mod tests {
             &Reply::Verbatim(Bytes::from("x")).to_bytes(3)[..],
             b"=5\r\ntxt:x\r\n"
         );
-        assert_eq!(&Reply::Int(i64::MIN).to_bytes(2)[..], b":-9223372036854775808\r\n");
+        assert_eq!(
+            &Reply::Int(i64::MIN).to_bytes(2)[..],
+            b":-9223372036854775808\r\n"
+        );
     }
 
     #[test]

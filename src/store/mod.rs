@@ -1,0 +1,2 @@
+//! The keyspace and the data structures: pure Rust, no sockets, no RESP.
+pub mod hll;
