@@ -1,1 +1,69 @@
-fn main() {}
+//! `hyperbloom [CONFIG_FILE] [--directive value ...]`, started like `redis-server`.
+
+use clap::Parser;
+use hyperbloom::config::Config;
+
+#[global_allocator]
+static ALLOC: hyperbloom::server::alloc::CountingAlloc = hyperbloom::server::alloc::CountingAlloc;
+
+/// A Redis-protocol server for Bloom filters, cuckoo filters and HyperLogLog (RedisBloom-compatible).
+#[derive(Parser, Debug)]
+#[command(
+    name = "hyperbloom",
+    version = hyperbloom::VERSION,
+    disable_version_flag = true,
+    override_usage = "hyperbloom [CONFIG_FILE] [--directive value ...]\n       hyperbloom --port 7000 --dir /data --save \"900 1\" --requirepass s3cret",
+    after_help = "Directives are spelled as in redis.conf; see conf/hyperbloom.conf for the full list."
+)]
+struct Cli {
+    /// Print the version (redis-server style: `v=X.Y.Z`).
+    #[arg(short = 'v', long = "version")]
+    version: bool,
+    /// An optional config file, then `--directive value` pairs.
+    #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
+    rest: Vec<String>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if cli.version {
+        println!(
+            "hyperbloom v={} sha=00000000:0 malloc=libc bits=64 build=hyperbloom-{}",
+            hyperbloom::REDIS_VERSION,
+            hyperbloom::VERSION
+        );
+        return;
+    }
+    let config = match Config::from_args(&cli.rest) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("\n{e}");
+            std::process::exit(1);
+        }
+    };
+    use tracing_subscriber::filter::LevelFilter;
+    let level = match config.loglevel.as_str() {
+        "debug" => LevelFilter::DEBUG,
+        "verbose" => LevelFilter::INFO,
+        "warning" => LevelFilter::WARN,
+        "nothing" => LevelFilter::OFF,
+        _ => LevelFilter::INFO,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(async move { hyperbloom::server::serve_main(config).await });
+    std::process::exit(code);
+}

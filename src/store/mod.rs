@@ -1,3 +1,8 @@
-//! The keyspace and the data structures: pure Rust, no sockets, no RESP.
+//! The keyspace and the data structures. Pure Rust: no sockets, no RESP, no files.
 pub mod cuckoo;
+pub mod db;
 pub mod hll;
+pub mod value;
+
+pub use db::{Db, Store};
+pub use value::Value;

@@ -1,0 +1,514 @@
+//! Commands: the one command table, the dispatcher, and one file per command family.
+//!
+//! Each family module exports `pub const COMMANDS: &[CommandSpec]`; [`FAMILIES`] lists them and is
+//! the single declarative table from which dispatch, arity errors, `COMMAND`, `COMMAND INFO` and
+//! `COMMAND DOCS` are all derived. Handlers are plain synchronous functions from arguments to a
+//! [`Reply`] or a [`CmdError`]; they run with the keyspace lock held and never `.await`.
+//!
+//! The dispatcher alone checks, in Redis's order: unknown command, arity, authentication, then
+//! transaction state (queue under MULTI), then deny-oom and MISCONF refusals; it also keeps the
+//! per-command statistics and converts a panicking handler into an error reply so one bad command
+//! never takes the server down.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::error::{self, CmdError, CmdResult};
+use crate::protocol::Reply;
+use crate::server::shared::{ClientHandle, Shared};
+use crate::store::db::{Db, Store};
+
+pub mod args;
+pub mod glob;
+pub mod keyspace;
+pub mod parse;
+pub mod server;
+pub mod strings;
+pub mod transactions;
+
+pub use args::Args;
+
+// ---------------------------------------------------------------------------------------------
+// The table
+// ---------------------------------------------------------------------------------------------
+
+/// Command flags, as `COMMAND INFO` names them.
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const MODULE: u32 = 1 << 3;
+    pub const ADMIN: u32 = 1 << 4;
+    pub const PUBSUB: u32 = 1 << 5;
+    pub const NOSCRIPT: u32 = 1 << 6;
+    pub const BLOCKING: u32 = 1 << 7;
+    pub const LOADING: u32 = 1 << 8;
+    pub const STALE: u32 = 1 << 9;
+    pub const SKIP_MONITOR: u32 = 1 << 10;
+    pub const SKIP_SLOWLOG: u32 = 1 << 11;
+    pub const FAST: u32 = 1 << 12;
+    pub const NOAUTH: u32 = 1 << 13;
+    pub const MAY_REPLICATE: u32 = 1 << 14;
+    pub const NO_MULTI: u32 = 1 << 15;
+    pub const ALLOW_BUSY: u32 = 1 << 16;
+
+    /// Names in the order Redis lists them.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (MODULE, "module"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NOAUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+/// One command (or subcommand) as registered.
+pub struct CommandSpec {
+    /// Lower-case registered name; `container|sub` for subcommands.
+    pub name: &'static str,
+    /// Redis convention: N = exactly N arguments including the name; -N = at least N.
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+    /// Subcommands of a container command (CLIENT, CONFIG, ...). Empty for plain commands.
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        if a >= 0 {
+            argc == a as usize
+        } else {
+            argc >= (-a) as usize
+        }
+    }
+
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// The keys of `argv` per the key positions.
+    pub fn keys<'a>(&self, argv: &'a [Bytes]) -> Vec<&'a Bytes> {
+        let mut out = Vec::new();
+        if self.first_key <= 0 {
+            return out;
+        }
+        let last = if self.last_key < 0 {
+            argv.len() as i32 + self.last_key
+        } else {
+            self.last_key
+        };
+        let step = self.step.max(1);
+        let mut i = self.first_key;
+        while i <= last && (i as usize) < argv.len() {
+            out.push(&argv[i as usize]);
+            i += step;
+        }
+        out
+    }
+}
+
+/// Every family's commands. Adding a family = adding one line here.
+pub static FAMILIES: &[&[CommandSpec]] = &[
+    server::COMMANDS,
+    transactions::COMMANDS,
+    keyspace::COMMANDS,
+    strings::COMMANDS,
+];
+
+/// Index over [`FAMILIES`] by lower-case name, built once.
+pub struct CommandTable {
+    by_name: HashMap<&'static [u8], (usize, &'static CommandSpec), ahash::RandomState>,
+    all: Vec<&'static CommandSpec>,
+}
+
+impl CommandTable {
+    fn build() -> CommandTable {
+        let mut by_name = HashMap::default();
+        let mut all = Vec::new();
+        for family in FAMILIES {
+            for spec in family.iter() {
+                by_name.insert(spec.name.as_bytes(), (all.len(), spec));
+                all.push(spec);
+            }
+        }
+        CommandTable { by_name, all }
+    }
+
+    /// Looks up a command by name, ignoring ASCII case, without allocating for short names.
+    pub fn get(&self, name: &[u8]) -> Option<(usize, &'static CommandSpec)> {
+        let mut buf = [0u8; 32];
+        if name.len() <= buf.len() {
+            let lower = &mut buf[..name.len()];
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            self.by_name.get(&*lower).copied()
+        } else {
+            None
+        }
+    }
+
+    pub fn all(&self) -> &[&'static CommandSpec] {
+        &self.all
+    }
+
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+}
+
+pub fn table() -> &'static CommandTable {
+    static TABLE: OnceLock<CommandTable> = OnceLock::new();
+    TABLE.get_or_init(CommandTable::build)
+}
+
+/// Finds the subcommand of a container; the errors Redis gives when it is missing.
+pub fn subcommand(
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+) -> Result<&'static CommandSpec, CmdError> {
+    let sub = &argv[1];
+    let found = spec.subcommands.iter().find(|s| {
+        s.name
+            .split_once('|')
+            .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
+    });
+    match found {
+        Some(s) if s.arity_ok(argv.len()) => Ok(s),
+        Some(s) => Err(CmdError::arity(s.name)),
+        None => Err(CmdError::unknown_subcommand(sub, spec.name)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-client state and the handler context
+// ---------------------------------------------------------------------------------------------
+
+/// Something the connection loop must do after the reply is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// QUIT: close after flushing.
+    Close,
+    /// SHUTDOWN: the handler already saved (if it had to); stop the server.
+    Shutdown,
+}
+
+/// What one connection's commands can see and change about that connection.
+pub struct ClientState {
+    pub handle: Arc<ClientHandle>,
+    pub db: usize,
+    pub proto: u8,
+    pub authenticated: bool,
+    /// Commands queued by MULTI; None when not in a transaction.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A queued command was refused: EXEC must abort.
+    pub multi_error: bool,
+    /// WATCHed keys: (db, key, version at WATCH, key was already expired at WATCH).
+    pub watches: Vec<(usize, Bytes, u64, bool)>,
+    pub action: Option<Action>,
+}
+
+impl ClientState {
+    pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> ClientState {
+        ClientState {
+            handle,
+            db: 0,
+            proto: 2,
+            authenticated,
+            multi: None,
+            multi_error: false,
+            watches: Vec::new(),
+            action: None,
+        }
+    }
+
+    /// Drops every WATCH of this client.
+    pub fn unwatch_all(&mut self, store: &mut Store) {
+        for (db, key, _, _) in self.watches.drain(..) {
+            if let Some(d) = store.dbs.get_mut(db) {
+                d.unwatch(&key);
+            }
+        }
+    }
+}
+
+/// Per-command statistics (INFO commandstats).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected: u64,
+    pub failed: u64,
+}
+
+/// What the keyspace lock guards: the data, and the statistics updated with it.
+pub struct Engine {
+    pub store: Store,
+    pub stats: Vec<CommandStat>,
+    /// Error replies by code (INFO errorstats).
+    pub error_stats: HashMap<String, u64>,
+}
+
+impl Engine {
+    pub fn new(databases: usize) -> Engine {
+        Engine {
+            store: Store::new(databases),
+            stats: vec![CommandStat::default(); table().len()],
+            error_stats: HashMap::new(),
+        }
+    }
+}
+
+/// What a handler works with.
+pub struct Ctx<'a> {
+    pub store: &'a mut Store,
+    pub client: &'a mut ClientState,
+    pub shared: &'a Shared,
+    /// The time of this command, unix ms (Redis caches it per command).
+    pub now_ms: u64,
+    pub stats: &'a mut Vec<CommandStat>,
+    pub error_stats: &'a mut HashMap<String, u64>,
+}
+
+impl Ctx<'_> {
+    /// The selected database, with its clock set to this command's time.
+    pub fn db(&mut self) -> &mut Db {
+        self.store.db(self.client.db, self.now_ms)
+    }
+
+    /// A database by index, with its clock set.
+    pub fn db_at(&mut self, index: usize) -> &mut Db {
+        self.store.db(index, self.now_ms)
+    }
+
+    /// Protocol of this connection: 2 or 3.
+    pub fn proto(&self) -> u8 {
+        self.client.proto
+    }
+
+    /// The configuration (a read lock held for the guard's lifetime).
+    pub fn config(&self) -> std::sync::RwLockReadGuard<'_, crate::config::Config> {
+        self.shared.config()
+    }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher
+// ---------------------------------------------------------------------------------------------
+
+/// Runs one request and returns its reply. `engine` is the locked keyspace.
+pub fn dispatch(
+    shared: &Shared,
+    engine: &mut Engine,
+    client: &mut ClientState,
+    argv: &[Bytes],
+) -> Reply {
+    let reply = dispatch_inner(shared, engine, client, argv);
+    if let Reply::Error(e) = &reply {
+        *engine.error_stats.entry(e.code()).or_insert(0) += 1;
+    }
+    reply
+}
+
+fn dispatch_inner(
+    shared: &Shared,
+    engine: &mut Engine,
+    client: &mut ClientState,
+    argv: &[Bytes],
+) -> Reply {
+    let Some(name) = argv.first() else {
+        return Reply::Status("OK");
+    };
+    let Some((index, spec)) = table().get(name) else {
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(CmdError::unknown_command(argv));
+    };
+    if !spec.arity_ok(argv.len()) {
+        engine.stats[index].rejected += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(CmdError::arity(spec.name));
+    }
+    if !client.authenticated && !spec.has(flags::NOAUTH) {
+        engine.stats[index].rejected += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(CmdError::Static(error::NOAUTH));
+    }
+    if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
+        // Container commands are checked for a known subcommand before queuing, as Redis does.
+        if !spec.subcommands.is_empty() && argv.len() >= 2 {
+            if let Err(e) = subcommand(spec, argv) {
+                client.multi_error = true;
+                return Reply::Error(e);
+            }
+        }
+        if let Some(q) = client.multi.as_mut() {
+            q.push(argv.to_vec());
+        }
+        return Reply::Status("QUEUED");
+    }
+    if let Some(refusal) = refuse(shared, spec) {
+        engine.stats[index].rejected += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(refusal);
+    }
+    run(shared, engine, client, index, spec, argv)
+}
+
+/// Refusals that depend on server state: deny-oom under maxmemory, writes after a failed save,
+/// commands while loading.
+fn refuse(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
+    if shared.loading.load(Ordering::Relaxed) && !spec.has(flags::LOADING) {
+        return Some(CmdError::Static(error::LOADING));
+    }
+    if spec.has(flags::DENYOOM) {
+        let max = shared.maxmemory.load(Ordering::Relaxed);
+        if max > 0 && crate::server::alloc::used_memory() as u64 > max {
+            return Some(CmdError::Static(error::OOM));
+        }
+    }
+    if spec.has(flags::WRITE) && shared.misconf() {
+        return Some(CmdError::Static(error::MISCONF));
+    }
+    None
+}
+
+/// The server-state refusals EXEC re-checks for each queued command.
+pub fn refuse_at_exec(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
+    refuse(shared, spec)
+}
+
+/// Executes a command that passed the dispatcher's checks.
+pub fn run(
+    shared: &Shared,
+    engine: &mut Engine,
+    client: &mut ClientState,
+    index: usize,
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+) -> Reply {
+    let mut ctx = Ctx {
+        store: &mut engine.store,
+        client,
+        shared,
+        now_ms: now_ms(),
+        stats: &mut engine.stats,
+        error_stats: &mut engine.error_stats,
+    };
+    execute(&mut ctx, index, spec, argv)
+}
+
+/// Runs the handler (resolving a container's subcommand first), catching a panic so one bad
+/// command never takes the server down, and records the statistics. EXEC calls this for each
+/// queued command.
+pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[Bytes]) -> Reply {
+    let started = std::time::Instant::now();
+    ctx.now_ms = now_ms();
+    ctx.client
+        .handle
+        .last_cmd
+        .store(index + 1, Ordering::Relaxed);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if spec.subcommands.is_empty() || argv.len() < 2 {
+            (spec.handler)(ctx, argv)
+        } else {
+            match subcommand(spec, argv) {
+                Ok(sub) => (sub.handler)(ctx, argv),
+                Err(e) => Err(e),
+            }
+        }
+    }));
+    let reply = match outcome {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Reply::Error(e),
+        Err(_) => {
+            tracing::error!(
+                command = spec.name,
+                "command handler panicked; replying with an error"
+            );
+            Reply::Error(CmdError::Owned(format!(
+                "ERR internal error while executing '{}'",
+                spec.name
+            )))
+        }
+    };
+    let stat = &mut ctx.stats[index];
+    stat.calls += 1;
+    stat.usec += started.elapsed().as_micros() as u64;
+    if reply.is_error() {
+        stat.failed += 1;
+    }
+    ctx.shared.stats.commands.fetch_add(1, Ordering::Relaxed);
+    reply
+}
+
+/// Shorthand used by the families' tables.
+#[allow(clippy::too_many_arguments)]
+pub const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    first_key: i32,
+    last_key: i32,
+    step: i32,
+    group: &'static str,
+    since: &'static str,
+    summary: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key,
+        last_key,
+        step,
+        group,
+        since,
+        summary,
+        handler,
+        subcommands: &[],
+    }
+}

@@ -1,0 +1,132 @@
+//! MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! Queuing happens in the dispatcher (commands after MULTI are answered `+QUEUED`; a command refused
+//! before execution marks the transaction so EXEC answers EXECABORT). EXEC runs the queue while the
+//! connection holds the keyspace lock, so the transaction is atomic. WATCH records each key's
+//! version; any write to the key — or its expiry — bumps it, and EXEC then answers a null array.
+
+use bytes::Bytes;
+
+use super::{cmd, flags::*, table, CommandSpec, Ctx};
+use crate::error::{self, CmdError, CmdResult};
+use crate::protocol::Reply;
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, "transactions", "1.2.0", "Starts a transaction.", multi),
+    cmd("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, 0, 0, 0, "transactions", "1.2.0", "Executes all commands in a transaction.", exec),
+    cmd("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, "transactions", "2.0.0", "Discards a transaction.", discard),
+    cmd("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 1, -1, 1, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", watch),
+    cmd("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, "transactions", "2.2.0", "Forgets about watched keys of a transaction.", unwatch),
+];
+
+/// Commands that execute immediately even inside MULTI (everything else is queued).
+pub fn runs_inside_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::Static(error::MULTI_NESTED));
+    }
+    ctx.client.multi = Some(Vec::new());
+    ctx.client.multi_error = false;
+    ctx.client
+        .handle
+        .multi
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(Reply::ok())
+}
+
+fn end_multi(ctx: &mut Ctx) {
+    ctx.client.multi = None;
+    ctx.client.multi_error = false;
+    ctx.client
+        .handle
+        .multi
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    ctx.client.unwatch_all(ctx.store);
+}
+
+fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let Some(queue) = ctx.client.multi.take() else {
+        return Err(CmdError::Static(error::EXEC_WITHOUT_MULTI));
+    };
+    if ctx.client.multi_error {
+        end_multi(ctx);
+        return Err(CmdError::Static(error::EXECABORT));
+    }
+    // A watched key that changed, or that expired since WATCH, aborts the transaction.
+    let now = ctx.now_ms;
+    let aborted = ctx
+        .client
+        .watches
+        .iter()
+        .any(|(db, key, version, expired_then)| {
+            let d = ctx.store.db(*db, now);
+            d.watch_version(key) != *version || (!expired_then && d.is_logically_expired(key))
+        });
+    if aborted {
+        end_multi(ctx);
+        return Ok(Reply::NullArray);
+    }
+    end_multi(ctx);
+    let mut replies = Vec::with_capacity(queue.len());
+    for argv in &queue {
+        let reply = match table().get(&argv[0]) {
+            Some((index, spec)) => {
+                // A refusal that depends on server state is checked at EXEC time, as Redis does.
+                match super::refuse_at_exec(ctx.shared, spec) {
+                    Some(e) => Reply::Error(e),
+                    None => super::execute(ctx, index, spec, argv),
+                }
+            }
+            None => Reply::Error(CmdError::unknown_command(argv)),
+        };
+        replies.push(reply);
+        if ctx.client.action.is_some() {
+            break;
+        }
+    }
+    Ok(Reply::Array(replies))
+}
+
+fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.is_none() {
+        return Err(CmdError::Static(error::DISCARD_WITHOUT_MULTI));
+    }
+    end_multi(ctx);
+    Ok(Reply::ok())
+}
+
+fn watch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err(CmdError::Static(error::WATCH_IN_MULTI));
+    }
+    let dbi = ctx.client.db;
+    for key in &argv[1..] {
+        if ctx
+            .client
+            .watches
+            .iter()
+            .any(|(d, k, _, _)| *d == dbi && k == key)
+        {
+            continue;
+        }
+        let db = ctx.db();
+        let expired = db.is_logically_expired(key);
+        let version = db.watch(key);
+        ctx.client
+            .watches
+            .push((dbi, key.clone(), version, expired));
+    }
+    Ok(Reply::ok())
+}
+
+fn unwatch(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.client.unwatch_all(ctx.store);
+    Ok(Reply::ok())
+}

@@ -1,0 +1,692 @@
+//! Configuration: one redis.conf-style parser for the file and the `--directive value` flags.
+//!
+//! Every directive hyperbloom understands is a row of [`DIRECTIVES`]: its name as in redis.conf, how to
+//! render it for `CONFIG GET`, how to set it, and whether `CONFIG SET` may change it at run time. The
+//! file, the command line, `CONFIG GET/SET/REWRITE` and the sample `conf/hyperbloom.conf` all follow
+//! this one table. Defaults are Redis's defaults.
+//!
+//! The command line is turned into config text the way `redis-server` does it: each `--name` starts a
+//! new line and the words after it are its arguments, so `--save "900 1"` and `--port 7000` mean the
+//! same as the lines `save "900 1"` and `port 7000`.
+
+use std::fmt;
+
+use crate::protocol::parser::split_args;
+
+/// The whole configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: u16,
+    pub bind: Vec<String>,
+    pub databases: usize,
+    pub dir: String,
+    pub dbfilename: String,
+    /// Save points: (seconds, changes).
+    pub save: Vec<(u64, u64)>,
+    pub requirepass: Option<String>,
+    pub maxclients: usize,
+    /// Idle client timeout in seconds (0 = never).
+    pub timeout: u64,
+    pub tcp_keepalive: u64,
+    pub tcp_backlog: u32,
+    pub protected_mode: bool,
+    pub loglevel: String,
+    pub logfile: String,
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub rdbcompression: bool,
+    pub rdbchecksum: bool,
+    pub stop_writes_on_bgsave_error: bool,
+    pub enable_debug_command: String,
+    pub appendonly: bool,
+    pub hz: u32,
+    pub daemonize: bool,
+    pub hll_sparse_max_bytes: usize,
+    /// Path of the config file, for CONFIG REWRITE.
+    pub config_file: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: vec!["127.0.0.1".into(), "-::1".into()],
+            databases: 16,
+            dir: "./".into(),
+            dbfilename: "dump.rdb".into(),
+            save: vec![(3600, 1), (300, 100), (60, 10000)],
+            requirepass: None,
+            maxclients: 10000,
+            timeout: 0,
+            tcp_keepalive: 300,
+            tcp_backlog: 511,
+            protected_mode: true,
+            loglevel: "notice".into(),
+            logfile: String::new(),
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+            rdbcompression: true,
+            rdbchecksum: true,
+            stop_writes_on_bgsave_error: true,
+            enable_debug_command: "no".into(),
+            appendonly: false,
+            hz: 10,
+            daemonize: false,
+            hll_sparse_max_bytes: 3000,
+            config_file: None,
+        }
+    }
+}
+
+/// Why a directive was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+type Getter = fn(&Config) -> String;
+type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+
+/// One directive.
+pub struct Directive {
+    pub name: &'static str,
+    pub get: Getter,
+    pub set: Setter,
+    /// May CONFIG SET change it while running?
+    pub mutable: bool,
+    /// One line for the sample config and CONFIG docs.
+    pub doc: &'static str,
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn one(args: &[String]) -> Result<&str, String> {
+    match args {
+        [a] => Ok(a.as_str()),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
+
+fn parse_bool(args: &[String]) -> Result<bool, String> {
+    match one(args)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// Integers with Redis's memory units (1k = 1000, 1kb = 1024, ... up to gb).
+pub fn parse_memory(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let units: [(&str, u64); 8] = [
+        ("kb", 1024),
+        ("mb", 1024 * 1024),
+        ("gb", 1024 * 1024 * 1024),
+        ("k", 1000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("b", 1),
+        ("", 1),
+    ];
+    for (suffix, mul) in units {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            if num.is_empty() {
+                continue;
+            }
+            if let Ok(n) = num.parse::<u64>() {
+                return n
+                    .checked_mul(mul)
+                    .ok_or_else(|| "argument out of range".into());
+            }
+            if !suffix.is_empty() {
+                return Err("argument must be a memory value".into());
+            }
+        }
+    }
+    Err("argument must be a memory value".into())
+}
+
+fn parse_num<T: std::str::FromStr>(args: &[String], min: i128, max: i128) -> Result<T, String> {
+    let s = one(args)?;
+    let n: i128 = s
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if n < min || n > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    s.parse::<T>()
+        .map_err(|_| "argument couldn't be parsed into an integer".into())
+}
+
+fn set_save(c: &mut Config, args: &[String]) -> Result<(), String> {
+    // Accept both `save 900 1 300 10` and `save "900 1 300 10"`; `save ""` clears.
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if words.is_empty() {
+        c.save.clear();
+        return Ok(());
+    }
+    if !words.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    let mut points = Vec::new();
+    for pair in words.chunks(2) {
+        let secs = pair[0]
+            .parse::<u64>()
+            .map_err(|_| "Invalid save parameters")?;
+        let changes = pair[1]
+            .parse::<u64>()
+            .map_err(|_| "Invalid save parameters")?;
+        points.push((secs, changes));
+    }
+    c.save = points;
+    Ok(())
+}
+
+fn get_save(c: &Config) -> String {
+    c.save
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every directive, in the order of the sample config.
+pub static DIRECTIVES: &[Directive] = &[
+    Directive {
+        name: "port",
+        doc: "TCP port to listen on (0 = pick a free one).",
+        mutable: false,
+        get: |c| c.port.to_string(),
+        set: |c, a| {
+            c.port = parse_num(a, 0, 65535)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "bind",
+        doc: "Addresses to listen on; a leading '-' means 'skip if unavailable'.",
+        mutable: false,
+        get: |c| c.bind.join(" "),
+        set: |c, a| {
+            c.bind = a
+                .iter()
+                .flat_map(|s| s.split_whitespace())
+                .map(String::from)
+                .collect();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "protected-mode",
+        doc: "Refuse non-loopback clients when no password is set.",
+        mutable: true,
+        get: |c| yes_no(c.protected_mode),
+        set: |c, a| {
+            c.protected_mode = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tcp-backlog",
+        doc: "Listen backlog.",
+        mutable: false,
+        get: |c| c.tcp_backlog.to_string(),
+        set: |c, a| {
+            c.tcp_backlog = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "timeout",
+        doc: "Close a client idle for this many seconds (0 = never).",
+        mutable: true,
+        get: |c| c.timeout.to_string(),
+        set: |c, a| {
+            c.timeout = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tcp-keepalive",
+        doc: "TCP keepalive interval in seconds (0 = off).",
+        mutable: true,
+        get: |c| c.tcp_keepalive.to_string(),
+        set: |c, a| {
+            c.tcp_keepalive = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "daemonize",
+        doc: "Accepted for compatibility; hyperbloom always runs in the foreground.",
+        mutable: false,
+        get: |c| yes_no(c.daemonize),
+        set: |c, a| {
+            c.daemonize = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "loglevel",
+        doc: "debug, verbose, notice or warning.",
+        mutable: true,
+        get: |c| c.loglevel.clone(),
+        set: |c, a| {
+            let v = one(a)?.to_ascii_lowercase();
+            if !["debug", "verbose", "notice", "warning", "nothing"].contains(&v.as_str()) {
+                return Err("argument(s) must be one of the following: debug, verbose, notice, warning, nothing".into());
+            }
+            c.loglevel = v;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "logfile",
+        doc: "Accepted for compatibility; logs always go to stdout.",
+        mutable: false,
+        get: |c| c.logfile.clone(),
+        set: |c, a| {
+            c.logfile = a.join(" ");
+            Ok(())
+        },
+    },
+    Directive {
+        name: "databases",
+        doc: "Number of databases (SELECT 0..n-1).",
+        mutable: false,
+        get: |c| c.databases.to_string(),
+        set: |c, a| {
+            c.databases = parse_num(a, 1, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "save",
+        doc: "Snapshot after <seconds> if at least <changes> writes happened; \"\" disables.",
+        mutable: true,
+        get: get_save,
+        set: set_save,
+    },
+    Directive {
+        name: "stop-writes-on-bgsave-error",
+        doc: "Refuse writes while the last background save failed.",
+        mutable: true,
+        get: |c| yes_no(c.stop_writes_on_bgsave_error),
+        set: |c, a| {
+            c.stop_writes_on_bgsave_error = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "rdbcompression",
+        doc: "LZF-compress strings in snapshots.",
+        mutable: true,
+        get: |c| yes_no(c.rdbcompression),
+        set: |c, a| {
+            c.rdbcompression = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "rdbchecksum",
+        doc: "Write and verify the CRC-64 at the end of snapshots.",
+        mutable: true,
+        get: |c| yes_no(c.rdbchecksum),
+        set: |c, a| {
+            c.rdbchecksum = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "dbfilename",
+        doc: "Snapshot file name.",
+        mutable: true,
+        get: |c| c.dbfilename.clone(),
+        set: |c, a| {
+            let v = one(a)?;
+            if v.contains('/') {
+                return Err("dbfilename can't be a path, just a filename".into());
+            }
+            c.dbfilename = v.into();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "dir",
+        doc: "Working directory: snapshots are written here.",
+        mutable: true,
+        get: |c| c.dir.clone(),
+        set: |c, a| {
+            c.dir = one(a)?.into();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "requirepass",
+        doc: "Password clients must AUTH with (empty = none).",
+        mutable: true,
+        get: |c| c.requirepass.clone().unwrap_or_default(),
+        set: |c, a| {
+            let v = a.join(" ");
+            c.requirepass = if v.is_empty() { None } else { Some(v) };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxclients",
+        doc: "Maximum simultaneous clients.",
+        mutable: true,
+        get: |c| c.maxclients.to_string(),
+        set: |c, a| {
+            c.maxclients = parse_num(a, 1, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory",
+        doc: "Refuse deny-oom commands above this many bytes (0 = no limit).",
+        mutable: true,
+        get: |c| c.maxmemory.to_string(),
+        set: |c, a| {
+            c.maxmemory = parse_memory(one(a)?)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-policy",
+        doc: "Only noeviction is implemented; other names are accepted and act as noeviction.",
+        mutable: true,
+        get: |c| c.maxmemory_policy.clone(),
+        set: |c, a| {
+            c.maxmemory_policy = one(a)?.to_ascii_lowercase();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appendonly",
+        doc: "AOF is not supported; must stay 'no'.",
+        mutable: true,
+        get: |c| yes_no(c.appendonly),
+        set: |c, a| {
+            if parse_bool(a)? {
+                return Err("appendonly is not supported by hyperbloom".into());
+            }
+            c.appendonly = false;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "proto-max-bulk-len",
+        doc: "Largest bulk argument a client may send.",
+        mutable: true,
+        get: |c| c.proto_max_bulk_len.to_string(),
+        set: |c, a| {
+            let v = parse_memory(one(a)?)?;
+            if v < 1024 * 1024 {
+                return Err(
+                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
+                );
+            }
+            c.proto_max_bulk_len = v as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "client-query-buffer-limit",
+        doc: "Disconnect a client whose unparsed input exceeds this.",
+        mutable: true,
+        get: |c| c.client_query_buffer_limit.to_string(),
+        set: |c, a| {
+            let v = parse_memory(one(a)?)?;
+            if v < 1024 * 1024 {
+                return Err(
+                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
+                );
+            }
+            c.client_query_buffer_limit = v as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hz",
+        doc: "Background task frequency (expiry, save points, timeouts).",
+        mutable: true,
+        get: |c| c.hz.to_string(),
+        set: |c, a| {
+            c.hz = parse_num(a, 1, 500)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "enable-debug-command",
+        doc: "yes, local or no: who may run DEBUG.",
+        mutable: false,
+        get: |c| c.enable_debug_command.clone(),
+        set: |c, a| {
+            let v = one(a)?.to_ascii_lowercase();
+            if !["yes", "no", "local"].contains(&v.as_str()) {
+                return Err("argument(s) must be one of the following: no, yes, local".into());
+            }
+            c.enable_debug_command = v;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "hll-sparse-max-bytes",
+        doc: "Largest sparse HyperLogLog before it turns dense.",
+        mutable: true,
+        get: |c| c.hll_sparse_max_bytes.to_string(),
+        set: |c, a| {
+            c.hll_sparse_max_bytes = parse_memory(one(a)?)? as usize;
+            Ok(())
+        },
+    },
+];
+
+/// Directives accepted and ignored, so command lines written for redis-server (and test harnesses such
+/// as redis-rs's, which pass `--loadmodule`) start hyperbloom unchanged.
+pub static IGNORED: &[&str] = &[
+    "loadmodule",
+    "supervised",
+    "pidfile",
+    "always-show-logo",
+    "set-proc-title",
+    "enable-module-command",
+    "enable-protected-configs",
+    "io-threads",
+    "io-threads-do-reads",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "appendfsync",
+    "appendfilename",
+    "latency-tracking",
+    "unixsocket",
+    "unixsocketperm",
+    "syslog-enabled",
+    "activerehashing",
+    "jemalloc-bg-thread",
+    "repl-diskless-sync",
+    "rdb-del-sync-files",
+    "crash-log-enabled",
+    "crash-memcheck-enabled",
+];
+
+pub fn find(name: &str) -> Option<&'static Directive> {
+    DIRECTIVES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+impl Config {
+    /// Applies one directive line's words (name first). Used by the file, the flags and CONFIG SET.
+    pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        if let Some(d) = find(name) {
+            return (d.set)(self, args);
+        }
+        if IGNORED.iter().any(|i| i.eq_ignore_ascii_case(name)) {
+            return Ok(());
+        }
+        Err("Bad directive or wrong number of arguments".into())
+    }
+
+    /// Applies config text (a file's content). `origin` names the file in error messages.
+    pub fn apply_text(&mut self, text: &str, origin: &str) -> Result<(), ConfigError> {
+        for (i, line) in text.lines().enumerate() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let words = split_args(trimmed.as_bytes()).map_err(|_| {
+                ConfigError(format!(
+                    "*** FATAL CONFIG FILE ERROR ***\n>>> '{origin}' line {}: {trimmed}\nUnbalanced quotes in configuration line",
+                    i + 1
+                ))
+            })?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, args)) = words.split_first() else {
+                continue;
+            };
+            if let Err(why) = self.apply(name, args) {
+                return Err(ConfigError(format!(
+                    "*** FATAL CONFIG FILE ERROR ***\n>>> '{origin}' line {}: {trimmed}\n{why}",
+                    i + 1
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the configuration from `redis-server`-style arguments:
+    /// `[CONFIG_FILE] [--directive value ...]`.
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        let mut rest = args;
+        if let Some(first) = args.first() {
+            if !first.starts_with("--") {
+                let text = std::fs::read_to_string(first).map_err(|e| {
+                    ConfigError(format!(
+                        "Fatal error, can't open config file '{first}': {e}"
+                    ))
+                })?;
+                config.apply_text(&text, first)?;
+                config.config_file = Some(first.clone());
+                rest = &args[1..];
+            }
+        }
+        // Turn the flags into config lines: each `--name` starts a line.
+        let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+        for a in rest {
+            if let Some(name) = a.strip_prefix("--") {
+                lines.push((name.to_string(), Vec::new()));
+            } else if let Some(last) = lines.last_mut() {
+                last.1.push(a.clone());
+            } else {
+                return Err(ConfigError(format!(
+                    "*** FATAL CONFIG FILE ERROR ***\n>>> 'command line': {a}\nBad directive or wrong number of arguments"
+                )));
+            }
+        }
+        for (name, values) in lines {
+            if let Err(why) = config.apply(&name, &values) {
+                return Err(ConfigError(format!(
+                    "*** FATAL CONFIG FILE ERROR ***\n>>> 'command line' --{name} {}\n{why}",
+                    values.join(" ")
+                )));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The file CONFIG REWRITE writes: every directive with its current value.
+    pub fn render(&self) -> String {
+        let mut out = String::from("# Written by hyperbloom CONFIG REWRITE\n");
+        for d in DIRECTIVES {
+            let v = (d.get)(self);
+            out.push_str(d.name);
+            out.push(' ');
+            out.push_str(&quote(&v));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Quotes a value for a config line when it is empty or has blanks or quotes.
+fn quote(v: &str) -> String {
+    if !v.is_empty() && !v.contains([' ', '"', '\'', '\\', '\t']) {
+        return v.to_string();
+    }
+    let mut s = String::from("\"");
+    for c in v.chars() {
+        if c == '"' || c == '\\' {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_like_redis_server() {
+        let c = Config::from_args(&args(&[
+            "--port",
+            "7000",
+            "--save",
+            "900 1",
+            "--requirepass",
+            "s3cret",
+            "--loadmodule",
+            "/x.so",
+        ]))
+        .unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.save, vec![(900, 1)]);
+        assert_eq!(c.requirepass.as_deref(), Some("s3cret"));
+        let c = Config::from_args(&args(&["--save", ""])).unwrap();
+        assert!(c.save.is_empty());
+    }
+
+    #[test]
+    fn bad_directive_names_the_line() {
+        let mut c = Config::default();
+        let e = c.apply_text("port 1\nbogus 2\n", "x.conf").unwrap_err();
+        assert!(e.0.contains("'x.conf' line 2"), "{}", e.0);
+        let e = c.apply_text("port notanumber\n", "x.conf").unwrap_err();
+        assert!(e.0.contains("line 1"));
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1kb"), Ok(1024));
+        assert_eq!(parse_memory("1k"), Ok(1000));
+        assert_eq!(parse_memory("5"), Ok(5));
+        assert_eq!(parse_memory("2gb"), Ok(2 << 30));
+        assert!(parse_memory("x").is_err());
+    }
+}

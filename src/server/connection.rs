@@ -1,0 +1,177 @@
+//! One client connection: read, parse every complete request, execute the batch under one keyspace
+//! lock, write all replies with one write.
+//!
+//! Batching is what makes pipelines fast: a `-P 16` client sends 16 requests in one segment, they
+//! are decoded together, executed with a single lock acquisition and answered with a single write.
+//! Before a client has authenticated, requests run one at a time so that the smaller
+//! unauthenticated protocol limits apply exactly until AUTH succeeds, as in Redis.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::shared::{ClientHandle, Shared};
+use crate::commands::{self, Action, ClientState};
+use crate::protocol::parser::{ParserLimits, RequestParser};
+use crate::protocol::Reply;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Serves one client until it quits, errs, is killed, times out or the server stops.
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    handle: Arc<ClientHandle>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let needs_auth = shared.config().requirepass.is_some();
+    let mut client = ClientState::new(handle.clone(), !needs_auth);
+    let mut parser = RequestParser::new();
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut requests: Vec<Vec<Bytes>> = Vec::new();
+
+    'conn: loop {
+        // ---- read --------------------------------------------------------------------------
+        let idle_timeout = shared.config().timeout;
+        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            inbuf.reserve(READ_CHUNK);
+        }
+        let read = async {
+            if idle_timeout > 0 {
+                match tokio::time::timeout(
+                    Duration::from_secs(idle_timeout),
+                    stream.read_buf(&mut inbuf),
+                )
+                .await
+                {
+                    Ok(r) => r.map(Some),
+                    Err(_) => Ok(None),
+                }
+            } else {
+                stream.read_buf(&mut inbuf).await.map(Some)
+            }
+        };
+        let n = tokio::select! {
+            r = read => r,
+            _ = handle.kill.notified() => break 'conn,
+            _ = shutdown.changed() => break 'conn,
+        };
+        match n {
+            Ok(Some(0)) | Err(_) => break,
+            Ok(None) => {
+                tracing::debug!(id = handle.id, "closing idle client");
+                break;
+            }
+            Ok(Some(n)) => {
+                shared
+                    .stats
+                    .net_input_bytes
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        if handle.killed.load(Ordering::Relaxed) {
+            break;
+        }
+
+        // ---- parse and execute --------------------------------------------------------------
+        let (max_bulk_len, query_limit) = {
+            let c = shared.config();
+            (c.proto_max_bulk_len, c.client_query_buffer_limit)
+        };
+        let mut close_after = false;
+        loop {
+            let limits = ParserLimits {
+                max_bulk_len,
+                authenticated: client.authenticated,
+            };
+            let mut protocol_error = None;
+            // Unauthenticated clients take one request per round so AUTH lifts the limits in time.
+            let batch_max = if client.authenticated { usize::MAX } else { 1 };
+            while requests.len() < batch_max {
+                match parser.next_request(&mut inbuf, &limits) {
+                    Ok(Some(argv)) => requests.push(argv),
+                    Ok(None) => break,
+                    Err(e) => {
+                        protocol_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            if requests.is_empty() && protocol_error.is_none() {
+                break;
+            }
+            if !requests.is_empty() {
+                let now = commands::now_ms();
+                handle.last_active_ms.store(now, Ordering::Relaxed);
+                let mut engine = shared.engine();
+                for argv in requests.drain(..) {
+                    let reply = commands::dispatch(&shared, &mut engine, &mut client, &argv);
+                    reply.encode(client.proto, &mut outbuf);
+                    if client.action.is_some() {
+                        break;
+                    }
+                }
+                drop(engine);
+                requests.clear();
+            }
+            if let Some(e) = protocol_error {
+                // Redis replies with the protocol error, then closes once replies are written.
+                Reply::Error(e.to_cmd_error()).encode(client.proto, &mut outbuf);
+                close_after = true;
+                break;
+            }
+            if client.action.is_some() || batch_max == usize::MAX {
+                break;
+            }
+        }
+        if inbuf.len() > query_limit {
+            tracing::warn!(
+                id = handle.id,
+                "closing client that exceeded client-query-buffer-limit"
+            );
+            break;
+        }
+
+        // ---- write ---------------------------------------------------------------------------
+        if !outbuf.is_empty() {
+            shared
+                .stats
+                .net_output_bytes
+                .fetch_add(outbuf.len() as u64, Ordering::Relaxed);
+            if stream.write_all(&outbuf).await.is_err() {
+                break;
+            }
+            outbuf.clear();
+            if outbuf.capacity() > 4 * 1024 * 1024 {
+                outbuf = BytesMut::with_capacity(READ_CHUNK);
+            }
+        }
+        if inbuf.is_empty() && inbuf.capacity() > 4 * 1024 * 1024 {
+            inbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        if close_after {
+            break;
+        }
+        match client.action.take() {
+            Some(Action::Close) => break,
+            Some(Action::Shutdown) => {
+                shared.request_shutdown();
+                break;
+            }
+            None => {}
+        }
+    }
+
+    let _ = stream.shutdown().await;
+    {
+        let mut engine = shared.engine();
+        client.unwatch_all(&mut engine.store);
+    }
+    shared.clients().remove(&handle.id);
+}

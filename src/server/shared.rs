@@ -1,0 +1,200 @@
+//! State shared by every connection: configuration, the locked keyspace, the client registry,
+//! server statistics and persistence status.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::commands::Engine;
+use crate::config::Config;
+
+/// One connected client as others see it (CLIENT LIST, CLIENT KILL, INFO clients).
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    /// Unix ms of the last command (for idle and `timeout`).
+    pub last_active_ms: AtomicU64,
+    pub db: AtomicUsize,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib_name: Mutex<Option<Bytes>>,
+    pub lib_ver: Mutex<Option<Bytes>>,
+    /// Index + 1 in the command table of the last command (0 = none), for CLIENT LIST `cmd=`.
+    pub last_cmd: AtomicUsize,
+    pub proto: AtomicUsize,
+    pub multi: AtomicBool,
+    /// Set by CLIENT KILL; the connection closes when notified.
+    pub killed: AtomicBool,
+    pub kill: Notify,
+}
+
+impl ClientHandle {
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr) -> ClientHandle {
+        ClientHandle {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            last_active_ms: AtomicU64::new(crate::commands::now_ms()),
+            db: AtomicUsize::new(0),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            last_cmd: AtomicUsize::new(0),
+            proto: AtomicUsize::new(2),
+            multi: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+        }
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+}
+
+/// Server-wide counters (INFO stats).
+#[derive(Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+}
+
+/// Persistence status (INFO persistence, LASTSAVE).
+#[derive(Debug, Clone)]
+pub struct PersistenceStatus {
+    pub last_save_unix: u64,
+    pub last_bgsave_ok: bool,
+    pub bgsave_in_progress: bool,
+    pub last_bgsave_duration_sec: i64,
+    pub bgsave_started: Option<Instant>,
+    pub saves: u64,
+}
+
+impl Default for PersistenceStatus {
+    fn default() -> Self {
+        PersistenceStatus {
+            last_save_unix: crate::commands::now_ms() / 1000,
+            last_bgsave_ok: true,
+            bgsave_in_progress: false,
+            last_bgsave_duration_sec: -1,
+            bgsave_started: None,
+            saves: 0,
+        }
+    }
+}
+
+/// Everything connections share. Held in an `Arc`.
+pub struct Shared {
+    pub config: RwLock<Config>,
+    pub engine: Mutex<Engine>,
+    pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
+    pub next_client_id: AtomicU64,
+    pub stats: Stats,
+    pub started: Instant,
+    pub run_id: String,
+    /// The port actually bound (differs from the config when it says 0).
+    pub port: AtomicUsize,
+    /// Flips to true when the server must stop; connections and the accept loops watch it.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+    pub loading: AtomicBool,
+    /// Mirrors of config values read on the hot path without the config lock.
+    pub maxmemory: AtomicU64,
+    pub persistence: Mutex<PersistenceStatus>,
+}
+
+impl Shared {
+    pub fn new(config: Config) -> Arc<Shared> {
+        let engine = Engine::new(config.databases);
+        let maxmemory = config.maxmemory;
+        Arc::new(Shared {
+            config: RwLock::new(config),
+            engine: Mutex::new(engine),
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            stats: Stats::default(),
+            started: Instant::now(),
+            run_id: make_run_id(),
+            port: AtomicUsize::new(0),
+            shutdown: tokio::sync::watch::channel(false).0,
+            loading: AtomicBool::new(false),
+            maxmemory: AtomicU64::new(maxmemory),
+            persistence: Mutex::new(PersistenceStatus::default()),
+        })
+    }
+
+    /// The configuration for reading. A poisoned lock still holds a valid config: recover it.
+    pub fn config(&self) -> RwLockReadGuard<'_, Config> {
+        self.config.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn config_mut(&self) -> std::sync::RwLockWriteGuard<'_, Config> {
+        self.config.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The keyspace lock. A panic inside a handler is caught before it can poison the lock, but if
+    /// one ever does, the data is still the data: recover it rather than refuse service.
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn clients(&self) -> MutexGuard<'_, HashMap<u64, Arc<ClientHandle>>> {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn persistence(&self) -> MutexGuard<'_, PersistenceStatus> {
+        self.persistence.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when writes must be refused because the last background save failed.
+    pub fn misconf(&self) -> bool {
+        let p = self.persistence();
+        if p.last_bgsave_ok {
+            return false;
+        }
+        drop(p);
+        let c = self.config();
+        c.stop_writes_on_bgsave_error && !c.save.is_empty()
+    }
+
+    /// Asks the server to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+fn make_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    let state = ahash::RandomState::new();
+    let mut i = 0u64;
+    while out.len() < 40 {
+        let mut h = state.build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    out.truncate(40);
+    out
+}

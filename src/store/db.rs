@@ -1,0 +1,464 @@
+//! One numbered database and the set of them: the keyspace.
+//!
+//! A `Db` is a hash map from binary keys to values, plus the expiry index Redis keeps beside it:
+//! - `expires` maps a key to its absolute expiry in unix milliseconds (what `PEXPIRETIME` returns);
+//! - `expire_queue` orders the same entries by time, so active expiry pops the keys that are due without
+//!   scanning the keyspace (Redis samples randomly; an ordered queue reclaims memory at least as fast
+//!   and never visits a live key).
+//!
+//! Lazy expiry: every lookup first checks the key's deadline against the database clock (`now_ms`,
+//! set by the dispatcher once per command, as Redis caches its time per command) and deletes the key
+//! if it is due, so an expired key is never visible.
+//!
+//! WATCH support: `watched` holds a version counter for keys some client watches; every write path
+//! (`lookup_mut`, `insert`, `remove`, expiry, flush) bumps it. EXEC compares versions. The map is empty
+//! unless someone watches, so the check costs one branch on the write path.
+//!
+//! `dirty` counts modifications since the last save, for the `save` points and INFO persistence.
+//!
+//! Nothing here does I/O; the store knows nothing of sockets or RESP.
+
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
+
+use super::value::Value;
+
+pub type KeyMap<V> = HashMap<Bytes, V, ahash::RandomState>;
+
+/// A fixed-seed hasher used for SCAN cursors: the cursor is a position in hash order, so it must not
+/// change between calls or restarts.
+fn scan_hash(key: &[u8]) -> u64 {
+    ahash::RandomState::with_seeds(0x68797065, 0x72626c6f, 0x6f6d5343, 0x414e2121).hash_one(key)
+}
+
+#[derive(Debug, Clone, Default)]
+struct Watch {
+    version: u64,
+    refs: usize,
+}
+
+/// One database (`SELECT n`).
+#[derive(Debug, Default)]
+pub struct Db {
+    map: KeyMap<Value>,
+    expires: KeyMap<u64>,
+    expire_queue: BTreeSet<(u64, Bytes)>,
+    watched: KeyMap<Watch>,
+    /// The clock used for expiry decisions (unix ms), set before each command.
+    pub now_ms: u64,
+    /// Modifications since the last successful save.
+    pub dirty: u64,
+}
+
+/// A copy of a database's content for a snapshot: cheap to take because values share their pages.
+#[derive(Debug, Clone, Default)]
+pub struct DbSnapshot {
+    pub entries: Vec<(Bytes, Value, Option<u64>)>,
+}
+
+impl Db {
+    pub fn new() -> Db {
+        Db::default()
+    }
+
+    /// Number of keys, including keys that are due but not yet reclaimed (as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn expires_count(&self) -> usize {
+        self.expires.len()
+    }
+
+    fn is_due(&self, key: &[u8]) -> bool {
+        match self.expires.get(key) {
+            Some(&when) => when <= self.now_ms,
+            None => false,
+        }
+    }
+
+    /// Deletes `key` if its deadline has passed. Returns true if it did.
+    fn expire_if_due(&mut self, key: &[u8]) -> bool {
+        if !self.expires.is_empty() && self.is_due(key) {
+            self.remove(key);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        self.dirty += 1;
+        if !self.watched.is_empty() {
+            if let Some(w) = self.watched.get_mut(key) {
+                w.version += 1;
+            }
+        }
+    }
+
+    /// Marks a key modified without going through a write path (e.g. a handler mutated a value
+    /// obtained by `lookup_mut` and wants the change counted twice — rarely needed).
+    pub fn signal_modified(&mut self, key: &[u8]) {
+        self.touch(key);
+    }
+
+    /// Read lookup: the value, unless absent or expired.
+    pub fn lookup(&mut self, key: &[u8]) -> Option<&Value> {
+        self.expire_if_due(key);
+        self.map.get(key)
+    }
+
+    /// Read lookup that does not reclaim (for commands that must not write, e.g. inside a snapshot
+    /// walk). An expired key still reads as absent.
+    pub fn peek(&self, key: &[u8]) -> Option<&Value> {
+        if self.is_due(key) {
+            None
+        } else {
+            self.map.get(key)
+        }
+    }
+
+    /// Write lookup: the value for in-place modification. Marks the key modified.
+    pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.expire_if_due(key);
+        if self.map.contains_key(key) {
+            self.touch(key);
+            self.map.get_mut(key)
+        } else {
+            None
+        }
+    }
+
+    pub fn contains(&mut self, key: &[u8]) -> bool {
+        self.lookup(key).is_some()
+    }
+
+    /// Stores `value` under `key`, dropping any TTL (as SET does).
+    pub fn insert(&mut self, key: Bytes, value: Value) {
+        self.clear_expire(&key);
+        self.touch(&key);
+        self.map.insert(key, value);
+    }
+
+    /// Stores `value` under `key`, keeping an existing TTL (SET KEEPTTL, SETRANGE, APPEND...).
+    pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
+        self.expire_if_due(&key);
+        self.touch(&key);
+        self.map.insert(key, value);
+    }
+
+    /// Removes a key and its TTL. Returns the value if the key existed (expired keys included: the
+    /// caller asked for deletion, and the expired value is simply reclaimed).
+    pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
+        let v = self.map.remove(key);
+        if v.is_some() {
+            self.clear_expire(key);
+            self.touch(key);
+        }
+        v
+    }
+
+    /// Removes a live key (DEL semantics: an expired key counts as absent).
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        if self.expire_if_due(key) {
+            return false;
+        }
+        self.remove(key).is_some()
+    }
+
+    fn clear_expire(&mut self, key: &[u8]) {
+        if let Some(when) = self.expires.remove(key) {
+            self.expire_queue
+                .remove(&(when, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// The absolute expiry (unix ms) of a live key.
+    pub fn expire_at(&mut self, key: &[u8]) -> Option<u64> {
+        self.expire_if_due(key);
+        self.expires.get(key).copied()
+    }
+
+    /// Sets the absolute expiry of an existing key. A time in the past deletes the key (Redis does
+    /// the same for EXPIRE with a past time), returning false in that case.
+    pub fn set_expire(&mut self, key: &[u8], when_ms: u64) -> bool {
+        let Some((k, _)) = self.map.get_key_value(key) else {
+            return false;
+        };
+        let k = k.clone();
+        self.clear_expire(key);
+        self.expires.insert(k.clone(), when_ms);
+        self.expire_queue.insert((when_ms, k));
+        self.touch(key);
+        true
+    }
+
+    /// Removes the TTL of a live key. Returns true if there was one.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        self.expire_if_due(key);
+        if self.expires.contains_key(key) {
+            self.clear_expire(key);
+            self.touch(key);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Active expiry: reclaims up to `budget` keys whose deadline has passed. Returns how many.
+    pub fn active_expire(&mut self, budget: usize) -> usize {
+        let mut n = 0;
+        while n < budget {
+            let Some((when, key)) = self.expire_queue.first().cloned() else {
+                break;
+            };
+            if when > self.now_ms {
+                break;
+            }
+            self.remove(&key);
+            n += 1;
+        }
+        n
+    }
+
+    /// Empties the database (FLUSHDB). Watched keys that existed count as modified.
+    pub fn clear(&mut self) {
+        let existed: Vec<Bytes> = self
+            .watched
+            .keys()
+            .filter(|k| self.map.contains_key(*k))
+            .cloned()
+            .collect();
+        self.dirty += self.map.len() as u64;
+        self.map.clear();
+        self.expires.clear();
+        self.expire_queue.clear();
+        for k in existed {
+            if let Some(w) = self.watched.get_mut(&k) {
+                w.version += 1;
+            }
+        }
+    }
+
+    /// Live keys (expired ones skipped), in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+        self.map.keys().filter(|k| !self.is_due(k))
+    }
+
+    /// One SCAN step. The cursor is a position in a fixed hash order: each call returns the live keys
+    /// whose hash is at or after the cursor, the `count` smallest, and the next cursor (0 when done).
+    /// A key present for the whole scan is returned exactly once, whatever is added or removed
+    /// meanwhile. Each call walks the map once: O(n) per call; see the module docs of `commands::keyspace`.
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
+        let count = count.max(1);
+        let mut picked: std::collections::BinaryHeap<(u64, Bytes)> = Default::default();
+        for k in self.map.keys() {
+            let h = scan_hash(k);
+            if h < cursor || self.is_due(k) {
+                continue;
+            }
+            if picked.len() < count {
+                picked.push((h, k.clone()));
+            } else if let Some(top) = picked.peek() {
+                if h < top.0 {
+                    picked.pop();
+                    picked.push((h, k.clone()));
+                }
+            }
+        }
+        if picked.len() < count {
+            let keys = picked
+                .into_sorted_vec()
+                .into_iter()
+                .map(|(_, k)| k)
+                .collect();
+            return (0, keys);
+        }
+        let sorted = picked.into_sorted_vec();
+        let last = sorted.last().map(|(h, _)| *h).unwrap_or(0);
+        let next = last.checked_add(1).unwrap_or(0);
+        (next, sorted.into_iter().map(|(_, k)| k).collect())
+    }
+
+    /// A uniformly chosen live key (RANDOMKEY). O(n): the map does not expose its buckets.
+    pub fn random_key(&mut self, seed: u64) -> Option<Bytes> {
+        for _ in 0..8 {
+            if self.map.is_empty() {
+                return None;
+            }
+            let i = (seed as usize) % self.map.len();
+            let k = self.map.keys().nth(i)?.clone();
+            if !self.expire_if_due(&k) {
+                return Some(k);
+            }
+        }
+        self.keys().next().cloned()
+    }
+
+    // --- WATCH ---------------------------------------------------------------------------------
+
+    /// Starts watching `key`; returns its current version.
+    pub fn watch(&mut self, key: &Bytes) -> u64 {
+        let w = self.watched.entry(key.clone()).or_default();
+        w.refs += 1;
+        w.version
+    }
+
+    pub fn unwatch(&mut self, key: &[u8]) {
+        if let Some(w) = self.watched.get_mut(key) {
+            w.refs = w.refs.saturating_sub(1);
+            if w.refs == 0 {
+                self.watched.remove(key);
+            }
+        }
+    }
+
+    pub fn watch_version(&self, key: &[u8]) -> u64 {
+        self.watched.get(key).map(|w| w.version).unwrap_or(0)
+    }
+
+    /// True if the key has a deadline that has passed (whether or not it was reclaimed yet).
+    pub fn is_logically_expired(&self, key: &[u8]) -> bool {
+        self.is_due(key)
+    }
+
+    /// Snapshot of the content (shares pages with the live values).
+    pub fn snapshot(&self) -> DbSnapshot {
+        let mut entries = Vec::with_capacity(self.map.len());
+        for (k, v) in &self.map {
+            if self.is_due(k) {
+                continue;
+            }
+            entries.push((k.clone(), v.clone(), self.expires.get(k).copied()));
+        }
+        DbSnapshot { entries }
+    }
+
+    /// Sum of the values' memory usage, for INFO.
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Value)> {
+        self.map.iter()
+    }
+
+    /// Mean remaining TTL in ms of the keys with a TTL (INFO keyspace `avg_ttl`).
+    pub fn avg_ttl(&self) -> u64 {
+        if self.expires.is_empty() {
+            return 0;
+        }
+        let sum: u128 = self
+            .expires
+            .values()
+            .map(|&w| w.saturating_sub(self.now_ms) as u128)
+            .sum();
+        (sum / self.expires.len() as u128) as u64
+    }
+}
+
+/// All databases.
+#[derive(Debug)]
+pub struct Store {
+    pub dbs: Vec<Db>,
+}
+
+impl Store {
+    pub fn new(databases: usize) -> Store {
+        Store {
+            dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+        }
+    }
+
+    /// The database `index` with its clock set to `now_ms`.
+    pub fn db(&mut self, index: usize, now_ms: u64) -> &mut Db {
+        let db = &mut self.dbs[index];
+        db.now_ms = now_ms;
+        db
+    }
+
+    pub fn dirty(&self) -> u64 {
+        self.dbs.iter().map(|d| d.dirty).sum()
+    }
+
+    pub fn reset_dirty(&mut self, by: u64) {
+        // Changes made while a background save ran stay counted.
+        let mut left = by;
+        for d in &mut self.dbs {
+            let take = d.dirty.min(left);
+            d.dirty -= take;
+            left -= take;
+        }
+    }
+
+    pub fn total_keys(&self) -> usize {
+        self.dbs.iter().map(|d| d.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db_at(now: u64) -> Db {
+        let mut db = Db::new();
+        db.now_ms = now;
+        db
+    }
+
+    #[test]
+    fn lazy_expiry_hides_keys() {
+        let mut db = db_at(1000);
+        db.insert(Bytes::from("k"), Value::Str(b"v".to_vec()));
+        assert!(db.set_expire(b"k", 1500));
+        assert!(db.lookup(b"k").is_some());
+        db.now_ms = 1500;
+        assert!(db.lookup(b"k").is_none());
+        assert_eq!(db.len(), 0);
+    }
+
+    #[test]
+    fn active_expiry_pops_due_keys_only() {
+        let mut db = db_at(0);
+        for i in 0..10u64 {
+            let k = Bytes::from(format!("k{i}"));
+            db.insert(k.clone(), Value::Str(vec![]));
+            db.set_expire(&k, 100 + i);
+        }
+        db.insert(Bytes::from("live"), Value::Str(vec![]));
+        db.now_ms = 104;
+        assert_eq!(db.active_expire(100), 5);
+        assert_eq!(db.len(), 6);
+    }
+
+    #[test]
+    fn scan_returns_every_key_once() {
+        let mut db = db_at(0);
+        for i in 0..1000 {
+            db.insert(Bytes::from(format!("key:{i}")), Value::Str(vec![]));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = db.scan(cursor, 10);
+            for k in keys {
+                assert!(seen.insert(k));
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        assert_eq!(seen.len(), 1000);
+    }
+
+    #[test]
+    fn watch_versions_move_on_write() {
+        let mut db = db_at(0);
+        let k = Bytes::from("w");
+        let v0 = db.watch(&k);
+        db.insert(k.clone(), Value::Str(vec![]));
+        assert_ne!(db.watch_version(&k), v0);
+    }
+}

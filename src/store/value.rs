@@ -1,0 +1,59 @@
+//! What a key holds.
+//!
+//! Strings (HyperLogLogs are strings too) and the module types. `Value` is `Clone` and the big module
+//! types keep their arrays in pages behind `Arc`, so cloning the whole keyspace for a snapshot copies
+//! only small headers; a write after the snapshot copies one page, not a filter.
+
+/// The value stored under a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A binary-safe string (Redis type `string`). HyperLogLogs live here.
+    Str(Vec<u8>),
+}
+
+impl Value {
+    /// The name `TYPE` replies with.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+        }
+    }
+
+    /// The name `OBJECT ENCODING` replies with, as Redis derives it for a stored value.
+    pub fn encoding_name(&self) -> &'static str {
+        match self {
+            Value::Str(s) => {
+                if s.len() <= 20 && crate::commands::parse::parse_i64(s).is_some() {
+                    "int"
+                } else if s.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+        }
+    }
+
+    /// Bytes this value accounts for in `MEMORY USAGE` (key and entry overhead excluded).
+    pub fn memory_usage(&self) -> usize {
+        match self {
+            Value::Str(s) => s.capacity().max(s.len()) + 16,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&Vec<u8>> {
+        match self {
+            Value::Str(s) => Some(s),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    pub fn as_str_mut(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Value::Str(s) => Some(s),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}

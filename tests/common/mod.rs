@@ -1,0 +1,211 @@
+//! Test support: an in-process server on an ephemeral port, and a raw RESP connection that reads
+//! exactly one reply's bytes (for byte-for-byte comparisons with golden vectors and real Redis).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyperbloom::config::Config;
+use hyperbloom::server::Shared;
+
+/// A server running on its own runtime thread; stops when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts a server with test defaults (port 0, no save points) plus `args` (`--directive value`).
+pub fn start_with(args: &[&str]) -> TestServer {
+    let mut all: Vec<String> = vec![
+        "--port".into(),
+        "0".into(),
+        "--save".into(),
+        "".into(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+    ];
+    all.extend(args.iter().map(|s| s.to_string()));
+    let config = Config::from_args(&all).expect("test config");
+    start_config(config)
+}
+
+pub fn start_config(config: Config) -> TestServer {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            match hyperbloom::server::start(config).await {
+                Ok(h) => {
+                    let _ = tx.send(Ok((h.addr, h.shared.clone())));
+                    let _ = h.join.await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                }
+            }
+        });
+    });
+    let (addr, shared) = rx.recv().expect("server thread").expect("server start");
+    TestServer {
+        addr,
+        shared,
+        thread: Some(thread),
+    }
+}
+
+pub fn start_server() -> TestServer {
+    start_with(&[])
+}
+
+impl TestServer {
+    pub fn raw(&self) -> RawConn {
+        RawConn::connect(self.addr)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shared.request_shutdown();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A plain TCP connection speaking RESP by hand.
+pub struct RawConn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawConn {
+    pub fn connect(addr: SocketAddr) -> RawConn {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        stream.set_nodelay(true).ok();
+        RawConn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Sends a command as a multibulk request.
+    pub fn send(&mut self, argv: &[&[u8]]) {
+        self.send_raw(&encode_command(argv));
+    }
+
+    /// Sends a command and returns the exact bytes of its reply.
+    pub fn cmd(&mut self, argv: &[&[u8]]) -> Vec<u8> {
+        self.send(argv);
+        self.read_reply()
+    }
+
+    /// Like `cmd` for string arguments.
+    pub fn cmd_str(&mut self, argv: &[&str]) -> Vec<u8> {
+        let v: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
+        self.cmd(&v)
+    }
+
+    /// Reads exactly one reply (all of its nested frames) and returns its bytes.
+    pub fn read_reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = frame_len(&self.buf) {
+                return self.buf.drain(..n).collect();
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("read reply");
+            assert!(
+                n > 0,
+                "connection closed while waiting for a reply; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// True if the server closed the connection (reads EOF) within the timeout.
+    pub fn is_closed(&mut self) -> bool {
+        let mut chunk = [0u8; 1024];
+        matches!(self.stream.read(&mut chunk), Ok(0) | Err(_))
+    }
+}
+
+pub fn encode_command(argv: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Length of the first complete RESP2/RESP3 frame in `buf`, or None if incomplete.
+pub fn frame_len(buf: &[u8]) -> Option<usize> {
+    let line_end = |from: usize| -> Option<usize> {
+        buf[from..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map(|p| from + p)
+    };
+    fn parse(buf: &[u8], at: usize, line_end: &dyn Fn(usize) -> Option<usize>) -> Option<usize> {
+        if at >= buf.len() {
+            return None;
+        }
+        let end = line_end(at)?;
+        let header = std::str::from_utf8(&buf[at + 1..end]).ok()?;
+        let next = end + 2;
+        match buf[at] {
+            b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => Some(next),
+            b'$' | b'=' | b'!' => {
+                let n: i64 = header.parse().ok()?;
+                if n < 0 {
+                    return Some(next);
+                }
+                let stop = next + n as usize + 2;
+                if buf.len() >= stop {
+                    Some(stop)
+                } else {
+                    None
+                }
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' => {
+                let n: i64 = header.parse().ok()?;
+                if n < 0 {
+                    return Some(next);
+                }
+                let count = if matches!(buf[at], b'%' | b'|') {
+                    n * 2
+                } else {
+                    n
+                };
+                let mut pos = next;
+                for _ in 0..count {
+                    pos = parse(buf, pos, line_end)?;
+                }
+                Some(pos)
+            }
+            _ => None,
+        }
+    }
+    parse(buf, 0, &line_end)
+}

@@ -1,0 +1,217 @@
+//! Integration tests of the core server: protocol, connection commands, transactions, auth.
+
+mod common;
+
+use common::{start_server, start_with};
+
+#[test]
+fn ping_echo_and_pipelining() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(c.cmd_str(&["ECHO", "hi"]), b"$2\r\nhi\r\n");
+    // Three requests in one write, answered in order.
+    c.send_raw(b"PING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n*-5\r\nPING\r\n");
+    assert_eq!(c.read_reply(), b"+PONG\r\n");
+    assert_eq!(c.read_reply(), b"$1\r\nx\r\n");
+    assert_eq!(c.read_reply(), b"+PONG\r\n");
+}
+
+#[test]
+fn protocol_error_replies_then_closes() {
+    let s = start_server();
+    let mut c = s.raw();
+    c.send_raw(b"*1\r\n*1\r\n");
+    assert_eq!(
+        c.read_reply(),
+        b"-ERR Protocol error: expected '$', got '*'\r\n"
+    );
+    assert!(c.is_closed());
+}
+
+#[test]
+fn unknown_command_and_arity() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["FOO", "a", "b"]),
+        b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["GET"]),
+        b"-ERR wrong number of arguments for 'get' command\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CLIENT", "SETNAME"]),
+        b"-ERR wrong number of arguments for 'client|setname' command\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CLIENT", "BOGUS"]),
+        b"-ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.\r\n"
+    );
+}
+
+#[test]
+fn hello_switches_protocol() {
+    let s = start_server();
+    let mut c = s.raw();
+    let r = c.cmd_str(&["HELLO", "3"]);
+    assert!(
+        r.starts_with(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    assert_eq!(c.cmd_str(&["GET", "nokey"]), b"_\r\n");
+    let r = c.cmd_str(&["HELLO", "2"]);
+    assert!(r.starts_with(b"*14\r\n"));
+    assert_eq!(c.cmd_str(&["GET", "nokey"]), b"$-1\r\n");
+    assert_eq!(
+        c.cmd_str(&["HELLO", "4"]),
+        b"-NOPROTO unsupported protocol version\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["HELLO", "x"]),
+        b"-ERR Protocol version is not an integer or out of range\r\n"
+    );
+}
+
+#[test]
+fn requirepass_and_auth() {
+    let s = start_with(&["--requirepass", "s3cret"]);
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["GET", "a"]),
+        b"-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["AUTH", "wrong"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(c.cmd_str(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "a"]), b"$-1\r\n");
+    // Unauthenticated clients get the small protocol limits.
+    let mut d = s.raw();
+    d.send_raw(b"*11\r\n");
+    assert_eq!(
+        d.read_reply(),
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+}
+
+#[test]
+fn auth_without_password() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["AUTH", "x"]),
+        b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"
+    );
+}
+
+#[test]
+fn multi_exec_and_execabort() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"+QUEUED\r\n");
+    assert_eq!(
+        c.cmd_str(&["MULTI"]),
+        b"-ERR MULTI calls can not be nested\r\n"
+    );
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*2\r\n+OK\r\n$1\r\nv\r\n");
+    assert_eq!(c.cmd_str(&["EXEC"]), b"-ERR EXEC without MULTI\r\n");
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["GET"]),
+        b"-ERR wrong number of arguments for 'get' command\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(c.cmd_str(&["DISCARD"]), b"-ERR DISCARD without MULTI\r\n");
+}
+
+#[test]
+fn watch_aborts_on_change_by_another_client() {
+    let s = start_server();
+    let mut a = s.raw();
+    let mut b = s.raw();
+    assert_eq!(a.cmd_str(&["WATCH", "w"]), b"+OK\r\n");
+    assert_eq!(b.cmd_str(&["SET", "w", "1"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["GET", "w"]), b"+QUEUED\r\n");
+    assert_eq!(a.cmd_str(&["EXEC"]), b"*-1\r\n");
+    // Without interference it runs.
+    assert_eq!(a.cmd_str(&["WATCH", "w"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["GET", "w"]), b"+QUEUED\r\n");
+    assert_eq!(a.cmd_str(&["EXEC"]), b"*1\r\n$1\r\n1\r\n");
+}
+
+#[test]
+fn select_and_databases() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd_str(&["SELECT", "16"]),
+        b"-ERR DB index is out of range\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["SELECT", "x"]),
+        b"-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SELECT", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$-1\r\n");
+}
+
+#[test]
+fn info_has_the_fields_clients_need() {
+    let s = start_server();
+    let mut c = s.raw();
+    let r = String::from_utf8(c.cmd_str(&["INFO"])).unwrap();
+    for field in [
+        "redis_version:7.",
+        "arch_bits:64",
+        "cluster_enabled:0",
+        "role:master",
+        "loading:0",
+        "module:name=bf,ver=80400",
+    ] {
+        assert!(r.contains(field), "missing {field}");
+    }
+    assert_eq!(c.cmd_str(&["DPING"])[0], b'-');
+}
+
+#[test]
+fn redis_crate_client_works() {
+    let s = start_server();
+    let client = redis::Client::open(s.url()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg(b"\x00\xffbin")
+        .query(&mut con)
+        .unwrap();
+    let v: Vec<u8> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(v, b"\x00\xffbin");
+    let (a, b): (String, Vec<u8>) = redis::pipe()
+        .cmd("PING")
+        .cmd("GET")
+        .arg("k")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(a, "PONG");
+    assert_eq!(b, b"\x00\xffbin");
+}
+
+#[test]
+fn quit_closes() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["QUIT"]), b"+OK\r\n");
+    assert!(c.is_closed());
+}
