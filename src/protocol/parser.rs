@@ -260,8 +260,18 @@ impl RequestParser {
                     return Ok(None);
                 };
                 if first == b'*' {
-                    let Some(count) = self.count_line(buf, limits)? else {
-                        return Ok(None);
+                    let count = match fast_line(buf, b'*') {
+                        Some((header, n))
+                            if limits.authenticated || n <= UNAUTH_MAX_ARGS as usize =>
+                        {
+                            buf.advance(header);
+                            self.scanned = 0;
+                            n as i64
+                        }
+                        _ => match self.count_line(buf, limits)? {
+                            Some(count) => count,
+                            None => return Ok(None),
+                        },
                     };
                     if count <= 0 {
                         continue; // empty request: no reply
@@ -281,9 +291,19 @@ impl RequestParser {
             while self.remaining > 0 {
                 let len = match self.bulk_len {
                     Some(len) => len,
-                    None => match self.length_line(buf, limits)? {
-                        Some(len) => len,
-                        None => return Ok(None),
+                    None => match fast_line(buf, b'$') {
+                        Some((header, len))
+                            if len <= limits.max_bulk_len
+                                && (limits.authenticated || len <= UNAUTH_MAX_BULK as usize) =>
+                        {
+                            buf.advance(header);
+                            self.scanned = 0;
+                            len
+                        }
+                        _ => match self.length_line(buf, limits)? {
+                            Some(len) => len,
+                            None => return Ok(None),
+                        },
                     },
                 };
                 let need = len.saturating_add(2);
@@ -315,11 +335,12 @@ impl RequestParser {
         }
         let from = self.scanned;
         let hay = &buf[from..];
-        // Count and length lines are a handful of bytes: a plain loop beats memchr's setup there.
-        let hit = if hay.len() <= 32 {
-            hay.iter().position(|&b| b == needle || b == 0)
-        } else {
-            memchr::memchr2(needle, 0, hay)
+        // Count and length lines are a handful of bytes, as are most inline commands: a plain loop over
+        // the first few bytes beats memchr's setup there; memchr takes over for long lines.
+        let quick = hay.len().min(16);
+        let hit = match hay[..quick].iter().position(|&b| b == needle || b == 0) {
+            Some(i) => Some(i),
+            None => memchr::memchr2(needle, 0, &hay[quick..]).map(|i| i + quick),
         };
         match hit {
             Some(i) if hay[i] == 0 => {
@@ -414,24 +435,50 @@ impl RequestParser {
         } else {
             nl
         };
-        // Split before consuming: on an error the connection closes anyway.
-        let argv = split_args_in(&buf[..end])?;
+        // Consumed before splitting: after an error the connection closes, so nothing is lost.
         let line = buf.split_to(nl + 1).freeze();
         self.scanned = 0;
-        Ok(Some(
-            argv.into_iter()
-                .map(|a| match a {
-                    Arg::Slice(start, stop) => line.slice(start..stop),
-                    Arg::Owned(v) => Bytes::from(v),
-                })
-                .collect(),
-        ))
+        let mut argv = Vec::new();
+        split_args_into(&line[..end], &mut argv, |a| match a {
+            Arg::Slice(start, stop) => line.slice(start..stop),
+            Arg::Owned(v) => Bytes::from(v),
+        })?;
+        Ok(Some(argv))
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Numbers and inline splitting
 // ---------------------------------------------------------------------------------------------
+
+/// The common case of a count or length line, read in one pass: `prefix`, 1 to 9 digits without a
+/// leading zero, `\r`, and the byte after it all present. Returns the line's length including those two
+/// bytes, and the number. Anything else (`0`, negatives, long or partial lines, errors) returns `None`
+/// and goes through the general path, which gives the same answer for these lines.
+#[inline(always)]
+fn fast_line(buf: &[u8], prefix: u8) -> Option<(usize, usize)> {
+    if buf.first() != Some(&prefix) || !matches!(buf.get(1), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut n: usize = 0;
+    let mut i = 1;
+    while let Some(&d) = buf.get(i) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        // At most 9 digits: below 10^9, so no overflow even with a 32-bit usize, and within i32::MAX.
+        if i > 9 {
+            return None;
+        }
+        n = n * 10 + usize::from(d - b'0');
+        i += 1;
+    }
+    if buf.get(i) == Some(&b'\r') && buf.len() > i + 1 {
+        Some((i + 2, n))
+    } else {
+        None
+    }
+}
 
 /// Redis's `string2ll`: an optional `-`, then `0` alone or a non-zero digit followed by digits; at most
 /// 20 bytes; must fit in an i64. No `+`, no spaces, no leading zeros, no `-0`.
@@ -496,28 +543,31 @@ fn hex_value(b: u8) -> Option<u8> {
 /// Splits an inline line into arguments with Redis's `sdssplitargs` rules (see the module essay and
 /// clients.md §1.3). Public for tests and tools; the parser uses the zero-copy variant.
 pub fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
-    Ok(split_args_in(line)?
-        .into_iter()
-        .map(|a| match a {
-            Arg::Slice(s, e) => line[s..e].to_vec(),
-            Arg::Owned(v) => v,
-        })
-        .collect())
+    // The line is a C string to `sdssplitargs`: a NUL ends it. (The parser never passes one, since a
+    // NUL blocks the line search.)
+    let line = &line[..memchr::memchr(0, line).unwrap_or(line.len())];
+    let mut args = Vec::new();
+    split_args_into(line, &mut args, |a| match a {
+        Arg::Slice(s, e) => line[s..e].to_vec(),
+        Arg::Owned(v) => v,
+    })?;
+    Ok(args)
 }
 
-fn split_args_in(line: &[u8]) -> Result<Vec<Arg>, ProtocolError> {
-    // The line is a C string to `sdssplitargs`: a NUL ends it. (The parser never passes one, since a
-    // NUL blocks the line search, but this function is public.)
-    let n = memchr::memchr(0, line).unwrap_or(line.len());
-    let line = &line[..n];
-    let mut args = Vec::new();
+/// The `sdssplitargs` loop over a line holding no NUL; each argument is turned into a `T` by `make`.
+fn split_args_into<T>(
+    line: &[u8],
+    args: &mut Vec<T>,
+    make: impl Fn(Arg) -> T,
+) -> Result<(), ProtocolError> {
+    let n = line.len();
     let mut p = 0;
     loop {
         while p < n && is_c_space(line[p]) {
             p += 1;
         }
         if p >= n {
-            return Ok(args);
+            return Ok(());
         }
         // The unquoted run; an unquoted token ends only at space, tab, CR, LF (or the end).
         let start = p;
@@ -525,7 +575,7 @@ fn split_args_in(line: &[u8]) -> Result<Vec<Arg>, ProtocolError> {
             p += 1;
         }
         if p >= n || !matches!(line[p], b'"' | b'\'') {
-            args.push(Arg::Slice(start, p));
+            args.push(make(Arg::Slice(start, p)));
             if p < n {
                 p += 1; // the separator
             }
@@ -579,7 +629,7 @@ fn split_args_in(line: &[u8]) -> Result<Vec<Arg>, ProtocolError> {
             cur.push(c);
             p += 1;
         }
-        args.push(Arg::Owned(cur));
+        args.push(make(Arg::Owned(cur)));
     }
 }
 

@@ -376,6 +376,28 @@ fn too_big_count_and_length_lines() {
 }
 
 #[test]
+fn long_numbers_take_the_general_path() {
+    // The one-pass fast path reads at most 9 digits; longer valid numbers must still parse.
+    let huge = ParserLimits {
+        max_bulk_len: usize::MAX,
+        ..ParserLimits::default()
+    };
+    check_with(b"*1\r\n$1000000000\r\n", &huge, &[], None);
+    check(b"*1000000000\r\n$1\r\na\r\n", &[], None);
+    check(
+        b"*000000001\r\n",
+        &[],
+        Some(ProtocolError::InvalidMultibulkLength),
+    );
+    check(
+        b"*1\r\n$999999999\r\n",
+        &[],
+        Some(ProtocolError::InvalidBulkLength),
+    );
+    check(b"*1\r\n$0\r\n\r\n", &[&[b""]], None);
+}
+
+#[test]
 fn large_count_does_not_preallocate() {
     let mut p = RequestParser::new();
     let mut buf = BytesMut::from(&b"*2147483647\r\n$1\r\na\r\n"[..]);
