@@ -6,41 +6,8 @@
 //! `inf`; no leading blank, no NaN, no overflow to infinity, no underflow to zero).
 //! `parse_long_double` is the INCRBYFLOAT variant (`string2ld`), which also refuses infinity.
 
-/// Redis `string2ll`.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s.len() == 1 && s[0] == b'0' {
-        return Some(0);
-    }
-    let (neg, digits) = if s[0] == b'-' {
-        (true, &s[1..])
-    } else {
-        (false, s)
-    };
-    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    if neg {
-        if v > (i64::MAX as u64) + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else if v > i64::MAX as u64 {
-        None
-    } else {
-        Some(v as i64)
-    }
-}
+/// Redis `string2ll`: the same strict rules the request parser applies to length headers.
+pub use crate::protocol::parser::parse_strict_i64 as parse_i64;
 
 /// Redis `string2ull`-style unsigned parse used by SCAN cursors: any decimal u64.
 pub fn parse_u64(s: &[u8]) -> Option<u64> {

@@ -205,10 +205,16 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-fn set_keepalive(stream: &tokio::net::TcpStream, _secs: u64) {
-    // tokio exposes SO_KEEPALIVE only through socket2; enabling it with the OS default interval is
-    // what we can do without another dependency.
-    let _ = stream;
+/// Applies `tcp-keepalive`: SO_KEEPALIVE with the interval as idle time and probe interval, as
+/// Redis's `anetKeepAlive` does.
+fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
+    let interval = Duration::from_secs(secs);
+    let params = socket2::TcpKeepalive::new().with_time(interval);
+    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "freebsd"))]
+    let params = params.with_interval(Duration::from_secs((secs / 3).max(1)));
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&params) {
+        tracing::debug!("cannot set TCP keepalive: {e}");
+    }
 }
 
 /// The background cron: active expiry and save points, `hz` times a second.
