@@ -5,7 +5,8 @@
 //! - [`server`]: listeners, the connection loop, shutdown, the client registry and stats — the I/O.
 //! - [`commands`]: the command table, the dispatcher and one file per command family.
 //! - [`store`]: the keyspace and the data structures — pure Rust, no sockets, no RESP
-//!   ([`store::hll`]: HyperLogLog strings; [`store::cuckoo`]: cuckoo filters).
+//!   ([`store::hll`]: HyperLogLog strings; [`store::cuckoo`]: cuckoo filters;
+//!   [`store::bloom`]: scalable Bloom filters; [`store::murmur`]: the MurmurHash2 family).
 //! - [`persistence`]: RDB snapshots, save scheduling, DUMP/RESTORE payloads.
 //! - [`config`]: the redis.conf-style configuration shared by the file and the `--flags`.
 //! - [`error`]: every client-visible error string as a named constant, and the `CmdError` type.

@@ -1,0 +1,1027 @@
+//! Scalable Bloom filters, bit-identical with RedisBloom.
+//!
+//! # The idea
+//!
+//! A Bloom filter answers "have I seen this item?" with no false negatives and a tunable rate of
+//! false positives, in a few bits per item. A plain filter has a fixed capacity; past it the false
+//! positive rate climbs. RedisBloom therefore stores a *scalable* Bloom filter (Almeida, Baquero,
+//! Preguiça, Hutchison, "Scalable Bloom Filters", IPL 2007): a **chain** of plain filters, called
+//! **links** here. When the newest link has taken as many items as its capacity, a new link is
+//! appended with `growth` times the capacity and half the error rate. The rates form a geometric
+//! series, so the whole chain stays under the rate the user asked for:
+//!
+//! ```text
+//!   rate r, growth g        link 0        link 1          link 2            ...
+//!   capacity              c             c·g             c·g²
+//!   error                 r/2           r/4             r/8           (Σ < r)
+//! ```
+//!
+//! A non-scaling chain (option `NO_SCALING`) has one link built at the full rate `r`; once it is
+//! full, adds of new items fail with "non scaling filter is full".
+//!
+//! # Hashing (bloom.md §7.1, §7.3)
+//!
+//! Every item is hashed once per command into a pair `(a, b)` with MurmurHash64A:
+//! `a = H(item, 0xc6a4a7935bd1e995)`, `b = H(item, a)`. Probe `i` (0 ≤ i < k) of a link is bit
+//! `(a + i·b) mod 2^64 mod bits`. Bits are numbered least-significant first inside each byte, so
+//! bit `x` is `byte[x >> 3] & (1 << (x & 7))`. The same pair serves every link of the chain, which
+//! is why a lookup costs one hash however long the chain is. Chains without the `FORCE64` option
+//! (only in dumps from very old versions) use 32-bit MurmurHash2 for the pair instead.
+//!
+//! # Sizing (bloom.md §7.2)
+//!
+//! A link for `entries` items at rate `e` gets `bpe = |ln e| / ln²2` bits per entry, truncated to
+//! an integer bit count, rounded **up to a multiple of 64 bits** (never to a power of two), and
+//! `k = ceil(ln 2 · bpe)` probes. The constants are RedisBloom's truncated decimals
+//! (`0.480453013918201` and `0.693147180559945`); a more precise `ln 2` changes `k` for rates that
+//! are powers of two (0.25 gives 2.000000000000001 → k = 3), so they must stay as they are. The
+//! rounded bit count is the modulus. Old dumps may hold power-of-two links (`n2 > 0`, modulus
+//! `2^n2`) or `ENTS_IS_BITS` chains; they load and answer queries, and a scale-out on such a chain
+//! follows the old sizing rules (§7.4), but nothing here creates them.
+//!
+//! Worked example: the default filter (capacity 100, rate 0.01) has one link at 0.005:
+//! bpe 11.0277…, 1102 bits, rounded to 1152 bits = 144 bytes, k = 8. `BF.INFO` reports
+//! `Size = 32 + 64·nfilters + Σ bytes` = 240: the sizes of RedisBloom's C structs, whatever our own
+//! layout costs, so that clients see the same numbers on both servers.
+//!
+//! # Paging and snapshots
+//!
+//! A link's bit array is split into pages of [`PAGE_BYTES`] (64 KiB), each an `Option<Arc<[u8]>>`.
+//! * `None` is a page that has never had a bit set and reads as zeros. Reserving a 1 GiB filter
+//!   costs a page table of 16 384 entries (256 KiB), not 1 GiB; a page is allocated on its first
+//!   write, exactly where RedisBloom's `calloc` would fault a fresh page in.
+//! * Cloning a filter (what a snapshot does to the keyspace) copies the page table and bumps
+//!   reference counts. The first write to a shared page copies that one page (copy-on-write via
+//!   `Arc::get_mut`), so a snapshot of a 1 GiB filter under a write load costs 64 KiB per page the
+//!   writers touch, not 1 GiB.
+//! * The last page of a link is exactly as long as the bytes left, so a 144-byte link costs 144
+//!   bytes plus a 16-byte page-table entry and the `Arc` counts.
+//!
+//! A probe costs one extra indexed load (the page table) over a flat array; `benches/bloom.rs`
+//! measures it.
+//!
+//! # Memory safety
+//!
+//! Every size that comes from a client or a dump is checked before anything is allocated for it:
+//! a link larger than the machine's physical memory (or a chain whose links add up to more) is
+//! refused with [`CreateError::OutOfMemory`], and page tables are allocated with
+//! `try_reserve_exact`. RedisBloom aborts the process on such input; we answer with an error.
+//!
+//! # Dumps
+//!
+//! `BF.SCANDUMP` sends a header (chain fields, then 53 bytes per link, packed little-endian; layout
+//! in [`ScalingBloom::header`]) followed by the concatenation of all links' bit arrays, link 0 first.
+//! Iterator `it ≥ 1` addresses byte `it − 1` of that concatenation; a chunk never crosses a link
+//! boundary and is at most 16 MiB. `BF.LOADCHUNK` validates a header completely before it
+//! allocates the (all-zero) links, then copies chunks in place. The RDB writer and reader use the
+//! accessors on [`ScalingBloom`] and [`Link`] and [`ScalingBloom::from_raw_parts`].
+
+use std::sync::{Arc, OnceLock};
+
+use super::murmur::{bloom_hash32, bloom_hash64};
+
+// ---------------------------------------------------------------------------------------------
+// Constants
+// ---------------------------------------------------------------------------------------------
+
+/// Chain option: links are not rounded up to a power of two (every filter created since RedisBloom 2.0).
+pub const OPT_NOROUND: u32 = 1;
+/// Chain option: very old filters whose `entries` was a bit count. Only affects scale-out sizing.
+pub const OPT_ENTS_IS_BITS: u32 = 2;
+/// Chain option: 64-bit hashing (MurmurHash64A). Without it the pair is 32-bit MurmurHash2.
+pub const OPT_FORCE64: u32 = 4;
+/// Chain option: never append links; adds fail once the only link is full.
+pub const OPT_NO_SCALING: u32 = 8;
+/// All option bits a valid dump may carry.
+pub const OPT_ALL: u32 = OPT_NOROUND | OPT_ENTS_IS_BITS | OPT_FORCE64 | OPT_NO_SCALING;
+
+/// Each new link's error rate is the previous one's times this; link 0 of a scaling chain too.
+pub const TIGHTENING_RATIO: f64 = 0.5;
+/// `ln(2)^2` truncated exactly as RedisBloom writes it; part of the format (see the essay).
+const LN2_SQUARED: f64 = 0.480453013918201;
+/// `ln(2)` truncated exactly as RedisBloom writes it; decides `k`. Not `std::f64::consts::LN_2`:
+/// the extra digits change `k` for error rates that are powers of two.
+#[allow(clippy::approx_constant)]
+const LN2: f64 = 0.693147180559945;
+
+/// The largest `k` we accept from a dump. The smallest positive error rate gives bpe ≈ 1549.5 and
+/// so k = 1075; anything above can only be crafted and would cost seconds per item.
+pub const MAX_HASHES: u32 = 1100;
+
+/// Size of one page of a link's bit array.
+pub const PAGE_BYTES: usize = 64 * 1024;
+const PAGE_SHIFT: u32 = 16;
+
+/// Fixed part of a SCANDUMP header: chain size (8), nfilters (4), options (4), growth (4).
+pub const HEADER_FIXED_LEN: usize = 20;
+/// Per-link part of a SCANDUMP header.
+pub const HEADER_LINK_LEN: usize = 53;
+/// SCANDUMP never sends more than this many bytes in one chunk.
+pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// Why a link or chain could not be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateError {
+    /// The bit array is larger than this machine can hold, or its allocation failed.
+    /// BF.RESERVE: `ERR Insufficient memory to create filter`.
+    OutOfMemory,
+    /// The parameters cannot describe a link (entries 0, error outside (0,1), sizes overflowing).
+    /// BF.RESERVE: `ERR could not create filter`.
+    Invalid,
+}
+
+/// Why an add did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddError {
+    /// The chain is non-scaling and its link is at capacity (`ERR non scaling filter is full`).
+    Full,
+    /// A new link (or a page of one) could not be built (`ERR problem inserting into filter`).
+    Failed,
+}
+
+/// Why BF.LOADCHUNK refused its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkError {
+    /// A header that fails validation, or an iterator inconsistent with the data length
+    /// (`ERR received bad data`).
+    BadData,
+    /// The chunk's start is not inside any link (`ERR invalid offset - no link found`).
+    NoLink,
+    /// The chunk runs past the end of its link (`ERR invalid chunk - Too big for current filter`).
+    TooBig,
+}
+
+/// Why raw parts (from an RDB value) do not make a valid chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawPartsError {
+    /// No links at all.
+    NoLinks,
+    /// A link fails the integrity rules (error, n2, bits, hashes) of bloom.md §10.3.
+    BadLink,
+    /// The bit arrays are too large for this machine.
+    OutOfMemory,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocation ceiling
+// ---------------------------------------------------------------------------------------------
+
+/// The most bytes one chain's bit arrays may take: the machine's physical memory (`MemTotal`),
+/// or 64 GiB when that cannot be read. Beyond it an allocation could only end in the OOM killer.
+pub fn alloc_ceiling() -> u64 {
+    static CEILING: OnceLock<u64> = OnceLock::new();
+    *CEILING.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+            .map(|kb| kb.saturating_mul(1024))
+            .unwrap_or(64 << 30)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paged bit array
+// ---------------------------------------------------------------------------------------------
+
+/// Some pages' worth of zeros for reading pages that were never written.
+static ZERO_PAGE: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
+
+/// A bit array of `len` bytes in copy-on-write pages (see "Paging and snapshots" in the essay).
+#[derive(Clone, Debug)]
+struct PagedBits {
+    /// Page `p` holds bytes `p·PAGE_BYTES ..`; `None` reads as zeros.
+    pages: Vec<Option<Arc<[u8]>>>,
+    len: u64,
+}
+
+impl PagedBits {
+    /// An all-zero array; allocates only the page table.
+    fn zeroed(len: u64) -> Result<Self, CreateError> {
+        if len > alloc_ceiling() {
+            return Err(CreateError::OutOfMemory);
+        }
+        let npages = usize::try_from(len.div_ceil(PAGE_BYTES as u64))
+            .map_err(|_| CreateError::OutOfMemory)?;
+        let mut pages = Vec::new();
+        pages
+            .try_reserve_exact(npages)
+            .map_err(|_| CreateError::OutOfMemory)?;
+        pages.resize(npages, None);
+        Ok(PagedBits { pages, len })
+    }
+
+    /// Length of page `p` (the last page is short).
+    fn page_len(&self, p: usize) -> usize {
+        let start = (p as u64) << PAGE_SHIFT;
+        (self.len - start).min(PAGE_BYTES as u64) as usize
+    }
+
+    #[inline]
+    fn get_bit(&self, x: u64) -> bool {
+        let byte = x >> 3;
+        let p = (byte >> PAGE_SHIFT) as usize;
+        let off = (byte as usize) & (PAGE_BYTES - 1);
+        match self.pages.get(p) {
+            Some(Some(page)) => page.get(off).is_some_and(|b| b & (1 << (x & 7)) != 0),
+            _ => false,
+        }
+    }
+
+    /// Page `p` ready for writing: allocated if it was a zero page, copied if a snapshot shares it.
+    fn page_mut(&mut self, p: usize) -> Result<&mut [u8], AddError> {
+        let len = self.page_len(p);
+        let slot = self.pages.get_mut(p).ok_or(AddError::Failed)?;
+        match slot {
+            None => {
+                let mut v: Vec<u8> = Vec::new();
+                v.try_reserve_exact(len).map_err(|_| AddError::Failed)?;
+                v.resize(len, 0);
+                *slot = Some(Arc::from(v));
+            }
+            Some(page) => {
+                if Arc::get_mut(page).is_none() {
+                    let copy: Arc<[u8]> = Arc::from(&page[..]);
+                    *page = copy;
+                }
+            }
+        }
+        match slot {
+            Some(page) => Arc::get_mut(page).ok_or(AddError::Failed),
+            None => Err(AddError::Failed),
+        }
+    }
+
+    /// Sets bit `x`; answers whether it was clear.
+    #[inline]
+    fn set_bit(&mut self, x: u64) -> Result<bool, AddError> {
+        let byte = x >> 3;
+        let p = (byte >> PAGE_SHIFT) as usize;
+        let off = (byte as usize) & (PAGE_BYTES - 1);
+        let mask = 1u8 << (x & 7);
+        // Fast path: the page is ours alone and the bit may already be set.
+        if let Some(Some(page)) = self.pages.get_mut(p) {
+            if let Some(bytes) = Arc::get_mut(page) {
+                let b = bytes.get_mut(off).ok_or(AddError::Failed)?;
+                let was_clear = *b & mask == 0;
+                *b |= mask;
+                return Ok(was_clear);
+            }
+            if page.get(off).is_some_and(|b| b & mask != 0) {
+                return Ok(false);
+            }
+        }
+        let page = self.page_mut(p)?;
+        let b = page.get_mut(off).ok_or(AddError::Failed)?;
+        let was_clear = *b & mask == 0;
+        *b |= mask;
+        Ok(was_clear)
+    }
+
+    /// Copies bytes `offset .. offset + len` (in range) into `out`.
+    fn read_into(&self, mut offset: u64, len: u64, out: &mut Vec<u8>) {
+        let end = (offset + len).min(self.len);
+        while offset < end {
+            let p = (offset >> PAGE_SHIFT) as usize;
+            let off = (offset as usize) & (PAGE_BYTES - 1);
+            let n = ((self.page_len(p) - off) as u64).min(end - offset) as usize;
+            match self.pages.get(p) {
+                Some(Some(page)) => out.extend_from_slice(&page[off..off + n]),
+                _ => out.extend_from_slice(&ZERO_PAGE[..n]),
+            }
+            offset += n as u64;
+        }
+    }
+
+    /// Overwrites bytes from `offset` with `data` (the caller checked the range). All-zero runs
+    /// landing on never-written pages stay unallocated.
+    fn write(&mut self, mut offset: u64, mut data: &[u8]) -> Result<(), AddError> {
+        while !data.is_empty() {
+            let p = (offset >> PAGE_SHIFT) as usize;
+            let off = (offset as usize) & (PAGE_BYTES - 1);
+            let n = (self.page_len(p) - off).min(data.len());
+            let (head, rest) = data.split_at(n);
+            let untouched = matches!(self.pages.get(p), Some(None));
+            if !(untouched && head.iter().all(|&b| b == 0)) {
+                let page = self.page_mut(p)?;
+                page[off..off + n].copy_from_slice(head);
+            }
+            data = rest;
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// The array as consecutive slices (never-written pages as zeros), for the RDB writer.
+    fn slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.pages
+            .iter()
+            .enumerate()
+            .map(move |(p, page)| match page {
+                Some(page) => &page[..],
+                None => &ZERO_PAGE[..self.page_len(p)],
+            })
+    }
+
+    /// Bytes actually allocated for pages (for INFO memory figures).
+    fn resident_bytes(&self) -> u64 {
+        self.pages
+            .iter()
+            .flatten()
+            .map(|p| p.len() as u64)
+            .sum::<u64>()
+            + (self.pages.capacity() * std::mem::size_of::<Option<Arc<[u8]>>>()) as u64
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links
+// ---------------------------------------------------------------------------------------------
+
+/// One plain Bloom filter of a chain. Field meanings are bloom.md §1's.
+#[derive(Clone, Debug)]
+pub struct Link {
+    entries: u64,
+    error: f64,
+    bpe: f64,
+    hashes: u32,
+    bits: u64,
+    n2: u8,
+    size: u64,
+    /// `2^n2` for old power-of-two links, else `bits`.
+    modulus: u64,
+    data: PagedBits,
+}
+
+/// The shape of a link as the sizing function computes it (§7.2, §7.4).
+struct LinkShape {
+    entries: u64,
+    bpe: f64,
+    hashes: u32,
+    bits: u64,
+    bytes: u64,
+    n2: u8,
+}
+
+/// `ceil(ln 2 · bpe)`: the `k` a link with this `bpe` must have.
+fn hashes_for_bpe(bpe: f64) -> f64 {
+    (LN2 * bpe).ceil()
+}
+
+/// RedisBloom's `bloom_init` sizing, for a chain with `options`.
+fn size_link(entries: u64, error: f64, options: u32) -> Result<LinkShape, CreateError> {
+    if entries < 1 || !(error > 0.0 && error < 1.0) {
+        return Err(CreateError::Invalid);
+    }
+    let bpe = (-(error.ln() / LN2_SQUARED)).abs();
+    const TWO_64: f64 = 18446744073709551616.0;
+    let (entries, bits, n2) = if options & OPT_ENTS_IS_BITS != 0 {
+        // `entries` is log2 of the bit count. RedisBloom admits 64 (an undefined shift); we don't.
+        if entries > 63 {
+            return Err(CreateError::Invalid);
+        }
+        let bits = 1u64 << entries;
+        (((bits as f64) / bpe) as u64, bits, entries as u8)
+    } else {
+        let product = entries as f64 * bpe;
+        if !product.is_finite() || product >= TWO_64 {
+            return Err(CreateError::Invalid);
+        }
+        if options & OPT_NOROUND != 0 {
+            let bits = (product as u64).max(1);
+            (entries, bits, 0u8)
+        } else {
+            let lex = product.log2().floor();
+            if !(0.0..63.0).contains(&lex) {
+                return Err(CreateError::Invalid);
+            }
+            let n2 = lex as u32 + 1;
+            let bits = 1u64 << n2;
+            let extra = ((bits as f64 - product) / bpe) as u64;
+            (entries.saturating_add(extra), bits, n2 as u8)
+        }
+    };
+    let bytes = bits.div_ceil(64) * 8;
+    let stored_bits = bytes.checked_mul(8).ok_or(CreateError::Invalid)?;
+    let hashes = hashes_for_bpe(bpe);
+    if !(hashes >= 0.0 && hashes <= MAX_HASHES as f64) {
+        return Err(CreateError::Invalid);
+    }
+    Ok(LinkShape {
+        entries,
+        bpe,
+        hashes: hashes as u32,
+        bits: stored_bits,
+        bytes,
+        n2,
+    })
+}
+
+impl Link {
+    /// A new, empty link for `entries` items at `error`, sized for a chain with `options`.
+    fn new(entries: u64, error: f64, options: u32) -> Result<Link, CreateError> {
+        let shape = size_link(entries, error, options)?;
+        let data = PagedBits::zeroed(shape.bytes)?;
+        Ok(Link::from_shape(shape, error, 0, data))
+    }
+
+    fn from_shape(shape: LinkShape, error: f64, size: u64, data: PagedBits) -> Link {
+        Link {
+            entries: shape.entries,
+            error,
+            bpe: shape.bpe,
+            hashes: shape.hashes,
+            bits: shape.bits,
+            n2: shape.n2,
+            size,
+            modulus: modulus(shape.bits, shape.n2),
+            data,
+        }
+    }
+
+    /// Whether all `k` probe bits of `(a, b)` are set. Stops at the first clear bit.
+    #[inline]
+    fn check(&self, a: u64, b: u64) -> bool {
+        let mut x = a;
+        for _ in 0..self.hashes {
+            if !self.data.get_bit(x % self.modulus) {
+                return false;
+            }
+            x = x.wrapping_add(b);
+        }
+        true
+    }
+
+    /// Sets all `k` probe bits; answers whether any was clear (the item is new to this link).
+    #[inline]
+    fn set(&mut self, a: u64, b: u64) -> Result<bool, AddError> {
+        let mut x = a;
+        let mut any_clear = false;
+        for _ in 0..self.hashes {
+            any_clear |= self.data.set_bit(x % self.modulus)?;
+            x = x.wrapping_add(b);
+        }
+        Ok(any_clear)
+    }
+
+    /// Capacity: items this link takes before the chain scales.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+    /// False-positive rate this link was built for.
+    pub fn error(&self) -> f64 {
+        self.error
+    }
+    /// Bits per entry, derived from `error`.
+    pub fn bpe(&self) -> f64 {
+        self.bpe
+    }
+    /// Number of probes `k`.
+    pub fn hashes(&self) -> u32 {
+        self.hashes
+    }
+    /// Size of the bit array in bits; always `bytes() * 8`.
+    pub fn bits(&self) -> u64 {
+        self.bits
+    }
+    /// Power-of-two exponent of old layouts; 0 for every link created by a command.
+    pub fn n2(&self) -> u8 {
+        self.n2
+    }
+    /// Items added to this link.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Size of the bit array in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.data.len
+    }
+    /// The bit array as consecutive slices, in order; their lengths add up to `bytes()`. Pages never
+    /// written come out as zeros. The RDB writer concatenates them into the link's string.
+    pub fn bit_slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.data.slices()
+    }
+    /// The bit array as one vector (a copy).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.data.len as usize);
+        self.data.read_into(0, self.data.len, &mut out);
+        out
+    }
+}
+
+/// The probe modulus of a link: `2^n2` for old power-of-two layouts, else the bit count.
+fn modulus(bits: u64, n2: u8) -> u64 {
+    if n2 > 0 {
+        1u64 << n2
+    } else {
+        bits
+    }
+}
+
+/// Link fields as stored in a dump, before validation. The RDB reader fills one per link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawLink {
+    pub entries: u64,
+    pub error: f64,
+    pub bpe: f64,
+    /// Stored as a full integer in RDB; anything above [`MAX_HASHES`] is refused.
+    pub hashes: u64,
+    pub bits: u64,
+    /// Stored as a full integer in RDB; anything above 63 is refused rather than truncated.
+    pub n2: u64,
+    /// Items in the link.
+    pub size: u64,
+    /// The bit array; its length is the link's `bytes`.
+    pub data: Vec<u8>,
+}
+
+/// bloom.md §10.3 step 2.4 for one link, minus the allocation: error, n2, bits, hashes. Also
+/// refuses what no real filter has (NaN error, absurd k).
+fn link_fields_valid(error: f64, n2: u64, bits: u64, bytes: u64, bpe: f64, hashes: u64) -> bool {
+    if !(error > 0.0 && error < 1.0) {
+        return false;
+    }
+    if n2 > 63 {
+        return false;
+    }
+    if n2 != 0 && bits < (1u64 << n2) {
+        return false;
+    }
+    if bits == 0 || bytes.checked_mul(8) != Some(bits) {
+        return false;
+    }
+    if hashes > MAX_HASHES as u64 {
+        return false;
+    }
+    let k = hashes_for_bpe(bpe);
+    k.is_finite() && k == hashes as f64
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chain
+// ---------------------------------------------------------------------------------------------
+
+/// A scalable Bloom filter: the value of a `MBbloom--` key.
+#[derive(Clone, Debug)]
+pub struct ScalingBloom {
+    /// Items successfully added across all links (BF.CARD).
+    size: u64,
+    /// Bit set of `OPT_*`.
+    options: u32,
+    /// Expansion factor for new links; stored even for non-scaling chains.
+    growth: u32,
+    /// Never empty; the newest link is last.
+    links: Vec<Link>,
+}
+
+/// The five BF.INFO figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BloomInfo {
+    pub capacity: u64,
+    pub size: u64,
+    pub filters: u64,
+    pub items: u64,
+    /// `None` for a non-scaling chain (BF.INFO shows null).
+    pub expansion: Option<u32>,
+}
+
+impl ScalingBloom {
+    /// A new chain as BF.RESERVE / BF.ADD / BF.INSERT create it: options `FORCE64 | NOROUND`
+    /// (plus `NO_SCALING`), growth `expansion` (kept even when non-scaling), and one link of
+    /// `capacity` entries at `error` (halved for a scaling chain).
+    pub fn create(
+        capacity: u64,
+        error: f64,
+        expansion: u32,
+        nonscaling: bool,
+    ) -> Result<ScalingBloom, CreateError> {
+        let mut options = OPT_FORCE64 | OPT_NOROUND;
+        let mut link_error = error;
+        if nonscaling {
+            options |= OPT_NO_SCALING;
+        } else {
+            link_error *= TIGHTENING_RATIO;
+        }
+        let link = Link::new(capacity, link_error, options)?;
+        let mut links = Vec::new();
+        links
+            .try_reserve_exact(1)
+            .map_err(|_| CreateError::OutOfMemory)?;
+        links.push(link);
+        Ok(ScalingBloom {
+            size: 0,
+            options,
+            growth: expansion,
+            links,
+        })
+    }
+
+    /// The hash pair of `item` for this chain's hash width.
+    #[inline]
+    fn hash(&self, item: &[u8]) -> (u64, u64) {
+        if self.options & OPT_FORCE64 != 0 {
+            bloom_hash64(item)
+        } else {
+            bloom_hash32(item)
+        }
+    }
+
+    /// Whether `item` may have been added (no false negatives).
+    #[inline]
+    pub fn exists(&self, item: &[u8]) -> bool {
+        let (a, b) = self.hash(item);
+        self.links.iter().rev().any(|l| l.check(a, b))
+    }
+
+    /// Adds `item` (bloom.md §6.2): `Ok(true)` if it was new, `Ok(false)` if it was (or looked)
+    /// present already.
+    pub fn add(&mut self, item: &[u8]) -> Result<bool, AddError> {
+        let (a, b) = self.hash(item);
+        if self.links.iter().rev().any(|l| l.check(a, b)) {
+            return Ok(false);
+        }
+        let options = self.options;
+        let growth = self.growth;
+        let Some(cur) = self.links.last() else {
+            return Err(AddError::Failed);
+        };
+        if cur.size >= cur.entries {
+            if options & OPT_NO_SCALING != 0 {
+                return Err(AddError::Full);
+            }
+            let entries = cur.entries.checked_mul(growth as u64).unwrap_or(0);
+            let error = cur.error * TIGHTENING_RATIO;
+            let total = self.total_bytes();
+            let link = Link::new(entries, error, options).map_err(|_| AddError::Failed)?;
+            if total.saturating_add(link.bytes()) > alloc_ceiling() {
+                return Err(AddError::Failed);
+            }
+            self.links.try_reserve(1).map_err(|_| AddError::Failed)?;
+            self.links.push(link);
+        }
+        let Some(cur) = self.links.last_mut() else {
+            return Err(AddError::Failed);
+        };
+        if cur.set(a, b)? {
+            cur.size += 1;
+            self.size += 1;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Items added (BF.CARD, BF.INFO `Number of items inserted`).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Number of links (≥ 1).
+    pub fn nfilters(&self) -> usize {
+        self.links.len()
+    }
+    /// The `OPT_*` bit set.
+    pub fn options(&self) -> u32 {
+        self.options
+    }
+    /// The stored expansion factor.
+    pub fn growth(&self) -> u32 {
+        self.growth
+    }
+    /// Whether the chain never scales.
+    pub fn is_nonscaling(&self) -> bool {
+        self.options & OPT_NO_SCALING != 0
+    }
+    /// The links, oldest first.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// Σ bytes of all links.
+    pub fn total_bytes(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |acc, l| acc.saturating_add(l.bytes()))
+    }
+
+    /// Σ capacity of all links.
+    pub fn capacity(&self) -> u64 {
+        self.links
+            .iter()
+            .fold(0u64, |acc, l| acc.wrapping_add(l.entries))
+    }
+
+    /// BF.INFO `Size` and the type's memory-usage figure: `32 + 64·nfilters + Σ bytes`, the sizes
+    /// of RedisBloom's structs (bloom.md §8). MEMORY USAGE adds the server's key overhead to it.
+    pub fn memory_usage(&self) -> u64 {
+        32u64
+            .saturating_add(64u64.saturating_mul(self.links.len() as u64))
+            .saturating_add(self.total_bytes())
+    }
+
+    /// What the chain really occupies in this process: structs, page tables and allocated pages.
+    pub fn resident_bytes(&self) -> u64 {
+        let structs = std::mem::size_of::<ScalingBloom>()
+            + self.links.capacity() * std::mem::size_of::<Link>();
+        structs as u64
+            + self
+                .links
+                .iter()
+                .map(|l| l.data.resident_bytes())
+                .sum::<u64>()
+    }
+
+    /// The BF.INFO figures.
+    pub fn info(&self) -> BloomInfo {
+        BloomInfo {
+            capacity: self.capacity(),
+            size: self.memory_usage(),
+            filters: self.links.len() as u64,
+            items: self.size,
+            expansion: if self.is_nonscaling() {
+                None
+            } else {
+                Some(self.growth)
+            },
+        }
+    }
+
+    /// The lines of BF.DEBUG: `size:<n>` then one line per link (bloom.md §4.7).
+    pub fn debug_lines(&self) -> Vec<String> {
+        let width = if self.options & OPT_FORCE64 != 0 {
+            64
+        } else {
+            32
+        };
+        let mut out = Vec::with_capacity(1 + self.links.len());
+        out.push(format!("size:{}", self.size));
+        for l in &self.links {
+            out.push(format!(
+                "bytes:{} bits:{} hashes:{} hashwidth:{} capacity:{} size:{} ratio:{}",
+                l.bytes(),
+                l.bits,
+                l.hashes,
+                width,
+                l.entries,
+                l.size,
+                crate::protocol::reply::format_g(l.error, 6)
+            ));
+        }
+        out
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // SCANDUMP / LOADCHUNK
+    // -----------------------------------------------------------------------------------------
+
+    /// The SCANDUMP header (iterator 0): packed little-endian, `20 + 53·nfilters` bytes.
+    ///
+    /// ```text
+    ///  0  u64 chain size      8  u32 nfilters     12  u32 options     16  u32 growth
+    ///  then per link, at 20 + 53·i:
+    ///  +0 u64 bytes  +8 u64 bits  +16 u64 size  +24 f64 error  +32 f64 bpe
+    ///  +40 u32 hashes  +44 u64 entries  +52 u8 n2
+    /// ```
+    pub fn header(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_FIXED_LEN + HEADER_LINK_LEN * self.links.len());
+        out.extend_from_slice(&self.size.to_le_bytes());
+        out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.options.to_le_bytes());
+        out.extend_from_slice(&self.growth.to_le_bytes());
+        for l in &self.links {
+            out.extend_from_slice(&l.bytes().to_le_bytes());
+            out.extend_from_slice(&l.bits.to_le_bytes());
+            out.extend_from_slice(&l.size.to_le_bytes());
+            out.extend_from_slice(&l.error.to_le_bytes());
+            out.extend_from_slice(&l.bpe.to_le_bytes());
+            out.extend_from_slice(&l.hashes.to_le_bytes());
+            out.extend_from_slice(&l.entries.to_le_bytes());
+            out.push(l.n2);
+        }
+        out
+    }
+
+    /// The link holding byte `pos` of the concatenated bit arrays, and the offset inside it.
+    fn locate(&self, pos: u64) -> Option<(usize, u64)> {
+        let mut start = 0u64;
+        for (i, l) in self.links.iter().enumerate() {
+            let end = start.checked_add(l.bytes())?;
+            if pos < end {
+                return Some((i, pos - start));
+            }
+            start = end;
+        }
+        None
+    }
+
+    /// SCANDUMP for an iterator `it ≥ 1`: the next iterator and the chunk, or `None` when `it` is
+    /// negative or past the end (the reply is then `[0, ""]`). Iterator 0 is the [`header`].
+    ///
+    /// [`header`]: ScalingBloom::header
+    pub fn scandump_chunk(&self, it: i64) -> Option<(i64, Vec<u8>)> {
+        if it < 1 {
+            return None;
+        }
+        let (idx, offset) = self.locate(it as u64 - 1)?;
+        let link = &self.links[idx];
+        let len = (link.bytes() - offset).min(MAX_SCANDUMP_CHUNK);
+        let mut chunk = Vec::new();
+        chunk.try_reserve_exact(len as usize).ok()?;
+        link.data.read_into(offset, len, &mut chunk);
+        Some((it.checked_add(len as i64)?, chunk))
+    }
+
+    /// Builds an empty (all-zero) chain from a SCANDUMP header, validating every field first
+    /// (bloom.md §10.3 step 2). `entries`, `growth` and link sizes against capacity are not checked,
+    /// as in RedisBloom.
+    pub fn from_header(data: &[u8]) -> Result<ScalingBloom, ChunkError> {
+        let bad = ChunkError::BadData;
+        let u64_at = |o: usize| -> Result<u64, ChunkError> {
+            data.get(o..o + 8)
+                .and_then(|s| s.try_into().ok())
+                .map(u64::from_le_bytes)
+                .ok_or(bad)
+        };
+        let u32_at = |o: usize| -> Result<u32, ChunkError> {
+            data.get(o..o + 4)
+                .and_then(|s| s.try_into().ok())
+                .map(u32::from_le_bytes)
+                .ok_or(bad)
+        };
+        if data.len() < HEADER_FIXED_LEN {
+            return Err(bad);
+        }
+        let size = u64_at(0)?;
+        let nfilters = u32_at(8)? as u64;
+        let options = u32_at(12)?;
+        let growth = u32_at(16)?;
+        if nfilters == 0 {
+            return Err(bad);
+        }
+        // The exact-length rule bounds nfilters by the data we were given before anything is sized.
+        let expect = (HEADER_LINK_LEN as u64)
+            .checked_mul(nfilters)
+            .and_then(|n| n.checked_add(HEADER_FIXED_LEN as u64));
+        if expect != Some(data.len() as u64) {
+            return Err(bad);
+        }
+        struct Fields {
+            bytes: u64,
+            bits: u64,
+            size: u64,
+            error: f64,
+            bpe: f64,
+            hashes: u32,
+            entries: u64,
+            n2: u8,
+        }
+        let mut fields = Vec::with_capacity(nfilters as usize);
+        let mut total_bytes = 0u64;
+        let mut total_size = 0u64;
+        for i in 0..nfilters as usize {
+            let o = HEADER_FIXED_LEN + HEADER_LINK_LEN * i;
+            let f = Fields {
+                bytes: u64_at(o)?,
+                bits: u64_at(o + 8)?,
+                size: u64_at(o + 16)?,
+                error: f64::from_bits(u64_at(o + 24)?),
+                bpe: f64::from_bits(u64_at(o + 32)?),
+                hashes: u32_at(o + 40)?,
+                entries: u64_at(o + 44)?,
+                n2: *data.get(o + 52).ok_or(bad)?,
+            };
+            if !link_fields_valid(
+                f.error,
+                f.n2 as u64,
+                f.bits,
+                f.bytes,
+                f.bpe,
+                f.hashes as u64,
+            ) {
+                return Err(bad);
+            }
+            total_bytes = total_bytes.checked_add(f.bytes).ok_or(bad)?;
+            if total_bytes > alloc_ceiling() {
+                return Err(bad);
+            }
+            total_size = total_size.checked_add(f.size).ok_or(bad)?;
+            fields.push(f);
+        }
+        if options & !OPT_ALL != 0 || total_size != size {
+            return Err(bad);
+        }
+        let mut links = Vec::new();
+        links.try_reserve_exact(fields.len()).map_err(|_| bad)?;
+        for f in fields {
+            let data = PagedBits::zeroed(f.bytes).map_err(|_| bad)?;
+            links.push(Link {
+                entries: f.entries,
+                error: f.error,
+                bpe: f.bpe,
+                hashes: f.hashes,
+                bits: f.bits,
+                n2: f.n2,
+                size: f.size,
+                modulus: modulus(f.bits, f.n2),
+                data,
+            });
+        }
+        Ok(ScalingBloom {
+            size,
+            options,
+            growth,
+            links,
+        })
+    }
+
+    /// LOADCHUNK of a data chunk into an existing chain (bloom.md §10.3 step 4). `it` is the
+    /// iterator SCANDUMP returned *after* this chunk, so the chunk starts at `it − len(data)`.
+    pub fn load_chunk(&mut self, it: i64, data: &[u8]) -> Result<(), ChunkError> {
+        let len = data.len() as u64;
+        if it <= 0 || (it as u64) < len {
+            return Err(ChunkError::BadData);
+        }
+        let start = it as u64 - len;
+        if start < 1 {
+            return Err(ChunkError::NoLink);
+        }
+        let (idx, offset) = self.locate(start - 1).ok_or(ChunkError::NoLink)?;
+        let link = &mut self.links[idx];
+        if offset + len > link.bytes() {
+            return Err(ChunkError::TooBig);
+        }
+        // A page allocation failing here is memory pressure, not bad data; RedisBloom has no
+        // such case. Report it as bad data rather than abort.
+        link.data
+            .write(offset, data)
+            .map_err(|_| ChunkError::BadData)
+    }
+
+    /// A chain from fields the RDB reader decoded (`MBbloom--` encoding version 4, rdb.md §4.3).
+    ///
+    /// Checks what RedisBloom's loader checks (at least one link; per link the error rate, `n2`,
+    /// `bits == 8·data.len()` and `hashes == ceil(ln2·bpe)`) plus our safety rules (no NaN error,
+    /// `hashes ≤ MAX_HASHES`, `n2 ≤ 63`, total size under the allocation ceiling). Like RedisBloom
+    /// it does not check that link sizes add up to `size` nor that `options` are known bits.
+    /// The RDB reader must itself refuse a string shorter than `ceil(bits / 8)` and pass the
+    /// string as `data` (so `bytes` is its length).
+    pub fn from_raw_parts(
+        size: u64,
+        options: u32,
+        growth: u32,
+        raw: Vec<RawLink>,
+    ) -> Result<ScalingBloom, RawPartsError> {
+        if raw.is_empty() {
+            return Err(RawPartsError::NoLinks);
+        }
+        let mut total = 0u64;
+        for r in &raw {
+            let bytes = r.data.len() as u64;
+            if !link_fields_valid(r.error, r.n2, r.bits, bytes, r.bpe, r.hashes) {
+                return Err(RawPartsError::BadLink);
+            }
+            total = total.saturating_add(bytes);
+        }
+        if total > alloc_ceiling() {
+            return Err(RawPartsError::OutOfMemory);
+        }
+        let mut links = Vec::new();
+        links
+            .try_reserve_exact(raw.len())
+            .map_err(|_| RawPartsError::OutOfMemory)?;
+        for r in raw {
+            let n2 = r.n2 as u8; // validated ≤ 63
+            let mut data =
+                PagedBits::zeroed(r.data.len() as u64).map_err(|_| RawPartsError::OutOfMemory)?;
+            data.write(0, &r.data)
+                .map_err(|_| RawPartsError::OutOfMemory)?;
+            links.push(Link {
+                entries: r.entries,
+                error: r.error,
+                bpe: r.bpe,
+                hashes: r.hashes as u32,
+                bits: r.bits,
+                n2,
+                size: r.size,
+                modulus: modulus(r.bits, n2),
+                data,
+            });
+        }
+        Ok(ScalingBloom {
+            size,
+            options,
+            growth,
+            links,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
