@@ -77,6 +77,15 @@ fn benches(c: &mut Criterion) {
             hll::estimate(&hll::raw_histogram(&max))
         })
     });
+    c.bench_function("internals/unpack one dense body", |b| {
+        let mut out: Box<Registers> = Box::new([0u8; REGISTERS]);
+        b.iter(|| hll::unpack_dense(black_box(&keys[0][16..]), &mut out))
+    });
+    c.bench_function("internals/raw histogram", |b| {
+        let mut out: Box<Registers> = Box::new([0u8; REGISTERS]);
+        hll::unpack_dense(&keys[0][16..], &mut out);
+        b.iter(|| hll::raw_histogram(black_box(&out)))
+    });
     c.bench_function("pfmerge/3 dense keys", |b| {
         let dest = dense_key(6, 1000);
         b.iter(|| {

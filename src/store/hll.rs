@@ -344,30 +344,49 @@ fn gather8(x: u64) -> u64 {
     (x & 0x0000_0000_00FF_FFFF) | ((x >> 8) & 0x0000_FFFF_FF00_0000)
 }
 
+/// Little-endian u64 at `at` (the caller guarantees 8 bytes are there).
+#[inline(always)]
+fn load_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Unpacks one 12-byte group (16 registers) with two overlapping 8-byte loads: bytes 0..6 hold
+/// registers 0..8, bytes 6..12 registers 8..16.
+#[inline(always)]
+fn unpack16(group: &[u8]) -> [u8; 16] {
+    let lo = spread8(load_u64(group, 0) & 0xFFFF_FFFF_FFFF);
+    let hi = spread8(load_u64(group, 4) >> 16);
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&lo.to_le_bytes());
+    out[8..].copy_from_slice(&hi.to_le_bytes());
+    out
+}
+
 /// Unpacks a dense body (12288 bytes) into one byte per register.
 pub fn unpack_dense(body: &[u8], out: &mut Registers) {
-    for (src, dst) in body.chunks_exact(6).zip(out.chunks_exact_mut(8)) {
-        let x = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], 0, 0]);
-        dst.copy_from_slice(&spread8(x).to_le_bytes());
+    for (src, dst) in body.chunks_exact(12).zip(out.chunks_exact_mut(16)) {
+        dst.copy_from_slice(&unpack16(src));
     }
 }
 
-/// Packs one byte per register (values masked to 6 bits) into a dense body.
+/// Packs one byte per register (values masked to 6 bits) into a dense body, 16 registers into
+/// 12 bytes per step.
 pub fn pack_dense(regs: &Registers, body: &mut [u8]) {
-    for (src, dst) in regs.chunks_exact(8).zip(body.chunks_exact_mut(6)) {
-        let x = u64::from_le_bytes([
-            src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7],
-        ]);
-        dst.copy_from_slice(&gather8(x).to_le_bytes()[..6]);
+    for (src, dst) in regs.chunks_exact(16).zip(body.chunks_exact_mut(12)) {
+        let lo = gather8(load_u64(src, 0));
+        let hi = gather8(load_u64(src, 8));
+        dst[..8].copy_from_slice(&(lo | hi << 48).to_le_bytes());
+        dst[8..].copy_from_slice(&((hi >> 16) as u32).to_le_bytes());
     }
 }
 
-/// Register-wise maximum of a dense body into `max`. Unpacks eight registers at a time and takes
-/// the maximum of whole 8-byte groups, which the compiler turns into vector `pmaxub`.
+/// Register-wise maximum of a dense body into `max`: unpack 16 registers, then one 16-byte
+/// maximum, which the compiler emits as a single vector `pmaxub`.
 fn dense_max_into(body: &[u8], max: &mut Registers) {
-    for (src, dst) in body.chunks_exact(6).zip(max.chunks_exact_mut(8)) {
-        let x = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], 0, 0]);
-        let regs = spread8(x).to_le_bytes();
+    for (src, dst) in body.chunks_exact(12).zip(max.chunks_exact_mut(16)) {
+        let regs = unpack16(src);
         for (d, r) in dst.iter_mut().zip(regs) {
             *d = (*d).max(r);
         }
@@ -684,6 +703,48 @@ pub fn add(v: &mut Vec<u8>, element: &[u8], max_bytes: u64) -> Result<bool, HllE
     set_register(v, index, count, max_bytes)
 }
 
+/// The value register `index` holds in a sparse value, found the way [`sparse_set`] finds it:
+/// the first opcode whose range covers `index`, nothing after it examined.
+fn sparse_get(v: &[u8], index: usize) -> Result<u8, HllError> {
+    let idx = index as u64;
+    let mut p = HEADER_LEN;
+    let mut first: u64 = 0;
+    while p < v.len() {
+        let op = read_op(v, p);
+        if idx < first + op.run() {
+            return Ok(match op {
+                Op::Val(val, _) => val,
+                _ => 0,
+            });
+        }
+        p += op.len();
+        first += op.run();
+    }
+    Err(HllError::Corrupt)
+}
+
+/// A read-only look ahead for PFADD: the position of the first element that would change a
+/// register, `None` if none would. Errors exactly where [`pfadd`] would, before any change: a
+/// sparse value whose runs stop short of an element's register is corrupt. Lets the command
+/// leave a key untouched (no WATCH trigger, no dirty count) when PFADD replies 0.
+pub fn first_change<'a>(
+    v: &[u8],
+    elements: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Option<usize>, HllError> {
+    let enc = validate(v)?;
+    for (i, e) in elements.into_iter().enumerate() {
+        let (index, count) = hash_element(e);
+        let cur = match enc {
+            Encoding::Dense => dense_get(&v[HEADER_LEN..], index),
+            Encoding::Sparse => sparse_get(v, index)?,
+        };
+        if count > cur {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 /// PFADD's body over an existing value (or a new one, `created`): adds every element in order,
 /// stops at the first corruption (earlier changes stay), and sets the invalid bit when something
 /// changed. Returns whether anything was updated, creation included.
@@ -743,17 +804,12 @@ pub fn raw_histogram(regs: &Registers) -> [u32; 64] {
     out
 }
 
-/// Histogram of a dense body, eight registers per step straight from the packed bytes.
+/// Histogram of a dense body, sixteen registers per step straight from the packed bytes.
 fn dense_histogram(body: &[u8]) -> [u32; 64] {
     let mut h = [[0u32; 64]; 4];
-    for src in body.chunks_exact(6) {
-        let x = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], 0, 0]);
-        if x == 0 {
-            h[0][0] += 8;
-            continue;
-        }
-        let r = spread8(x).to_le_bytes();
-        for (k, &b) in r.iter().enumerate() {
+    for src in body.chunks_exact(12) {
+        let regs = unpack16(src);
+        for (k, &b) in regs.iter().enumerate() {
             h[k & 3][b as usize] += 1;
         }
     }
@@ -1276,6 +1332,29 @@ mod tests {
                 }
             }
             prop_assert_eq!(&dense_registers(&v).unwrap()[..], &model[..]);
+        }
+
+        #[test]
+        fn first_change_agrees_with_pfadd(
+            seed in prop::collection::vec(any::<u32>(), 0..300),
+            probe in prop::collection::vec(any::<u32>(), 0..30),
+        ) {
+            let mut v = new_sparse();
+            let seed: Vec<[u8; 4]> = seed.iter().map(|x| x.to_le_bytes()).collect();
+            pfadd(&mut v, seed.iter().map(|e| &e[..]), false, 3000).unwrap();
+            for dense in [false, true] {
+                if dense { sparse_to_dense(&mut v).unwrap(); }
+                let probe: Vec<[u8; 4]> = probe.iter().map(|x| x.to_le_bytes()).collect();
+                let fc = first_change(&v, probe.iter().map(|e| &e[..])).unwrap();
+                let mut w = v.clone();
+                let changed = pfadd(&mut w, probe.iter().map(|e| &e[..]), false, 3000).unwrap();
+                prop_assert_eq!(fc.is_some(), changed);
+                if let Some(i) = fc {
+                    let mut x = v.clone();
+                    pfadd(&mut x, probe[i..].iter().map(|e| &e[..]), false, 3000).unwrap();
+                    prop_assert_eq!(x, w);
+                }
+            }
         }
 
         #[test]
