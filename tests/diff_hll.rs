@@ -31,10 +31,30 @@ impl Drop for Redis {
 }
 
 fn start_redis() -> Option<Redis> {
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .args(["--daemonize", "no", "--loglevel", "warning", "--dir", &std::env::temp_dir().to_string_lossy()])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args([
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--dir",
+            &std::env::temp_dir().to_string_lossy(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -69,7 +89,9 @@ impl Rng {
     }
 }
 
-const KEYS: &[&[u8]] = &[b"h0", b"h1", b"h2", b"h3", b"h4", b"h5{x}", b"h\r\n6", b"missing"];
+const KEYS: &[&[u8]] = &[
+    b"h0", b"h1", b"h2", b"h3", b"h4", b"h5{x}", b"h\r\n6", b"missing",
+];
 
 /// Binary elements: lengths 0..24 with every byte value (NUL, CR, LF included).
 fn element(rng: &mut Rng) -> Vec<u8> {
@@ -121,7 +143,11 @@ impl Pair {
     /// Every key's bytes must match.
     fn check_keys(&mut self, seed: u64) {
         for k in KEYS {
-            self.cmd(seed, &format!("GET {}", String::from_utf8_lossy(k)), &[b"GET", k]);
+            self.cmd(
+                seed,
+                &format!("GET {}", String::from_utf8_lossy(k)),
+                &[b"GET", k],
+            );
         }
     }
 }
@@ -137,7 +163,11 @@ fn workload(pair: &mut Pair, seed: u64, steps: usize) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut added = vec![0usize; KEYS.len()];
     pair.cmd(seed, "FLUSHALL", &[b"FLUSHALL"]);
-    pair.cmd(seed, "CONFIG SET", &[b"CONFIG", b"SET", b"hll-sparse-max-bytes", b"3000"]);
+    pair.cmd(
+        seed,
+        "CONFIG SET",
+        &[b"CONFIG", b"SET", b"hll-sparse-max-bytes", b"3000"],
+    );
     for _ in 0..steps {
         pair.steps += 1;
         let ki = rng.below(KEYS.len() as u64) as usize;
@@ -188,7 +218,11 @@ fn workload(pair: &mut Pair, seed: u64, steps: usize) {
             }
             82..=86 => {
                 let v = *rng.pick(&[&b"0"[..], b"1", b"30", b"100", b"500", b"3000", b"5000"]);
-                pair.cmd(seed, "CONFIG SET", &[b"CONFIG", b"SET", b"hll-sparse-max-bytes", v]);
+                pair.cmd(
+                    seed,
+                    "CONFIG SET",
+                    &[b"CONFIG", b"SET", b"hll-sparse-max-bytes", v],
+                );
             }
             87..=90 => {
                 let sub = *rng.pick(&[&b"TODENSE"[..], b"GETREG", b"DECODE", b"ENCODING"]);
@@ -225,7 +259,14 @@ fn pf_commands_match_redis() {
         return;
     };
     let server = start_server();
-    let mut pair = Pair { ours: server.raw(), redis: RawConn::connect(redis.addr), steps: 0, compared: 0, corrupt: 0, dense: 0 };
+    let mut pair = Pair {
+        ours: server.raw(),
+        redis: RawConn::connect(redis.addr),
+        steps: 0,
+        compared: 0,
+        corrupt: 0,
+        dense: 0,
+    };
     let started = Instant::now();
     let seeds = 1..=20u64;
     for seed in seeds.clone() {

@@ -15,16 +15,66 @@ use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
 use crate::store::Value;
 
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("pfadd", -2, WRITE | DENYOOM | FAST, 1, 1, 1, "hyperloglog", "2.8.9",
-        "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", pfadd),
-    cmd("pfcount", -2, READONLY | MAY_REPLICATE, 1, -1, 1, "hyperloglog", "2.8.9",
-        "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", pfcount),
-    cmd("pfmerge", -2, WRITE | DENYOOM, 1, -1, 1, "hyperloglog", "2.8.9",
-        "Merges one or more HyperLogLog values into a single key.", pfmerge),
-    cmd("pfdebug", 3, WRITE | DENYOOM | ADMIN, 2, 2, 1, "hyperloglog", "2.8.9",
-        "Internal commands for debugging HyperLogLog values.", pfdebug),
-    cmd("pfselftest", 1, ADMIN, 0, 0, 0, "hyperloglog", "2.8.9",
-        "An internal command for testing HyperLogLog values.", pfselftest),
+    cmd(
+        "pfadd",
+        -2,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        "hyperloglog",
+        "2.8.9",
+        "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.",
+        pfadd,
+    ),
+    cmd(
+        "pfcount",
+        -2,
+        READONLY | MAY_REPLICATE,
+        1,
+        -1,
+        1,
+        "hyperloglog",
+        "2.8.9",
+        "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).",
+        pfcount,
+    ),
+    cmd(
+        "pfmerge",
+        -2,
+        WRITE | DENYOOM,
+        1,
+        -1,
+        1,
+        "hyperloglog",
+        "2.8.9",
+        "Merges one or more HyperLogLog values into a single key.",
+        pfmerge,
+    ),
+    cmd(
+        "pfdebug",
+        3,
+        WRITE | DENYOOM | ADMIN,
+        2,
+        2,
+        1,
+        "hyperloglog",
+        "2.8.9",
+        "Internal commands for debugging HyperLogLog values.",
+        pfdebug,
+    ),
+    cmd(
+        "pfselftest",
+        1,
+        ADMIN,
+        0,
+        0,
+        0,
+        "hyperloglog",
+        "2.8.9",
+        "An internal command for testing HyperLogLog values.",
+        pfselftest,
+    ),
 ];
 
 fn hll_error(e: HllError) -> CmdError {
@@ -131,7 +181,9 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let sub = argv[1].to_ascii_lowercase();
     let key = &argv[2];
     // Redis 8's `PFDEBUG SIMD ON|OFF` toggles code paths that give identical results: a no-op here.
-    if sub == b"simd" && (argv[2].eq_ignore_ascii_case(b"on") || argv[2].eq_ignore_ascii_case(b"off")) {
+    if sub == b"simd"
+        && (argv[2].eq_ignore_ascii_case(b"on") || argv[2].eq_ignore_ascii_case(b"off"))
+    {
         return Ok(Reply::ok());
     }
     let enc = match ctx.db().lookup(key) {

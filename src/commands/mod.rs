@@ -23,6 +23,7 @@ use crate::store::db::{Db, Store};
 
 pub mod args;
 pub mod glob;
+pub mod hll;
 pub mod keyspace;
 pub mod parse;
 pub mod server;
@@ -138,6 +139,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     transactions::COMMANDS,
     keyspace::COMMANDS,
     strings::COMMANDS,
+    hll::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.
