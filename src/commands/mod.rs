@@ -22,6 +22,7 @@ use crate::server::shared::{ClientHandle, Shared};
 use crate::store::db::{Db, Store};
 
 pub mod args;
+pub mod bloom;
 pub mod glob;
 pub mod hll;
 pub mod keyspace;
@@ -140,6 +141,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     keyspace::COMMANDS,
     strings::COMMANDS,
     hll::COMMANDS,
+    bloom::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.

@@ -44,6 +44,14 @@ pub struct Config {
     pub hz: u32,
     pub daemonize: bool,
     pub hll_sparse_max_bytes: usize,
+    /// `bf-error-rate`: error rate of auto-created Bloom filters (a value above 0.25 acts as 0.25).
+    pub bf_error_rate: f64,
+    /// The text `bf-error-rate` was last set with (CONFIG GET shows it).
+    pub bf_error_rate_text: String,
+    /// `bf-initial-size`: capacity of auto-created Bloom filters.
+    pub bf_initial_size: i64,
+    /// `bf-expansion-factor`: growth of new Bloom filters; 0 makes them non-scaling.
+    pub bf_expansion_factor: i64,
     /// Path of the config file, for CONFIG REWRITE.
     pub config_file: Option<String>,
 }
@@ -77,6 +85,10 @@ impl Default for Config {
             hz: 10,
             daemonize: false,
             hll_sparse_max_bytes: 3000,
+            bf_error_rate: 0.01,
+            bf_error_rate_text: "0.01".into(),
+            bf_initial_size: 100,
+            bf_expansion_factor: 2,
             config_file: None,
         }
     }
@@ -168,6 +180,18 @@ fn parse_num<T: std::str::FromStr>(args: &[String], min: i128, max: i128) -> Res
     }
     s.parse::<T>()
         .map_err(|_| "argument couldn't be parsed into an integer".into())
+}
+
+/// RedisBloom's integer settings: strict integer within `[min, max]`, with its error texts.
+fn bf_int(args: &[String], name: &str, min: i64, max: i64) -> Result<i64, String> {
+    let v = crate::commands::parse::parse_i64(one(args)?.as_bytes())
+        .ok_or_else(|| format!("Invalid value for `{name}`"))?;
+    if v < min || v > max {
+        return Err(format!(
+            "Value for `{name}` must be in the range [{min}, {max}]"
+        ));
+    }
+    Ok(v)
 }
 
 fn set_save(c: &mut Config, args: &[String]) -> Result<(), String> {
@@ -490,6 +514,46 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.hll_sparse_max_bytes.to_string(),
         set: |c, a| {
             c.hll_sparse_max_bytes = parse_memory(one(a)?)? as usize;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "bf-error-rate",
+        doc: "Error rate of Bloom filters created by BF.ADD/BF.MADD/BF.INSERT (0 < rate < 1; above 0.25 acts as 0.25).",
+        mutable: true,
+        get: |c| c.bf_error_rate_text.clone(),
+        set: |c, a| {
+            let text = one(a)?;
+            let v = crate::commands::parse::parse_f64(text.as_bytes())
+                .ok_or("Invalid value for `bf-error-rate`")?;
+            if !(v > 0.0 && v < 1.0) {
+                return Err(
+                    "Value for `bf-error-rate` must be in the range (0.000000, 1.000000)".into(),
+                );
+            }
+            c.bf_error_rate = v.min(crate::commands::bloom::MAX_ERROR_RATE);
+            c.bf_error_rate_text = text.to_string();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "bf-initial-size",
+        doc: "Capacity of Bloom filters created by BF.ADD/BF.MADD/BF.INSERT (1 to 1073741824).",
+        mutable: true,
+        get: |c| c.bf_initial_size.to_string(),
+        set: |c, a| {
+            c.bf_initial_size = bf_int(a, "bf-initial-size", 1, crate::commands::bloom::MAX_CAPACITY)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "bf-expansion-factor",
+        doc: "Growth of each new Bloom sub-filter (0 to 32768; 0 = non-scaling).",
+        mutable: true,
+        get: |c| c.bf_expansion_factor.to_string(),
+        set: |c, a| {
+            c.bf_expansion_factor =
+                bf_int(a, "bf-expansion-factor", 0, crate::commands::bloom::MAX_EXPANSION)?;
             Ok(())
         },
     },

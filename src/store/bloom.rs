@@ -196,11 +196,29 @@ pub fn alloc_ceiling() -> u64 {
 static ZERO_PAGE: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
 
 /// A bit array of `len` bytes in copy-on-write pages (see "Paging and snapshots" in the essay).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct PagedBits {
     /// Page `p` holds bytes `p·PAGE_BYTES ..`; `None` reads as zeros.
     pages: Vec<Option<Arc<[u8]>>>,
     len: u64,
+}
+
+/// Summarises instead of printing megabytes of bits.
+impl std::fmt::Debug for PagedBits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PagedBits")
+            .field("len", &self.len)
+            .field("pages", &self.pages.len())
+            .field("allocated", &self.pages.iter().flatten().count())
+            .finish()
+    }
+}
+
+/// Equal contents, whether a page is allocated or not.
+impl PartialEq for PagedBits {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.slices().zip(other.slices()).all(|(a, b)| a == b)
+    }
 }
 
 impl PagedBits {
@@ -347,7 +365,7 @@ impl PagedBits {
 // ---------------------------------------------------------------------------------------------
 
 /// One plain Bloom filter of a chain. Field meanings are bloom.md §1's.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Link {
     entries: u64,
     error: f64,
@@ -570,7 +588,7 @@ fn link_fields_valid(error: f64, n2: u64, bits: u64, bytes: u64, bpe: f64, hashe
 // ---------------------------------------------------------------------------------------------
 
 /// A scalable Bloom filter: the value of a `MBbloom--` key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ScalingBloom {
     /// Items successfully added across all links (BF.CARD).
     size: u64,

@@ -9,6 +9,8 @@
 pub enum Value {
     /// A binary-safe string (Redis type `string`). HyperLogLogs live here.
     Str(Vec<u8>),
+    /// A scalable Bloom filter (RedisBloom type `MBbloom--`).
+    Bloom(Box<crate::store::bloom::ScalingBloom>),
 }
 
 impl Value {
@@ -16,6 +18,7 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Bloom(_) => "MBbloom--",
         }
     }
 
@@ -31,6 +34,7 @@ impl Value {
                     "raw"
                 }
             }
+            Value::Bloom(_) => "raw",
         }
     }
 
@@ -38,6 +42,9 @@ impl Value {
     pub fn memory_usage(&self) -> usize {
         match self {
             Value::Str(s) => s.capacity().max(s.len()) + 16,
+            // RedisBloom's Size formula (bloom.md §8). The current RedisBloom suite expects
+            // Size + 48 for key `bf`; the caller adds key length + 40, so 6 more here.
+            Value::Bloom(b) => b.memory_usage() as usize + 6,
         }
     }
 

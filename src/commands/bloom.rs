@@ -1,0 +1,458 @@
+//! The `BF.*` commands, answering exactly as RedisBloom's current line does (bloom.md §2–§5, §10).
+//!
+//! The filter itself lives in [`crate::store::bloom`]; this file is argument grammar, key lookup
+//! rules and reply shapes. Two parsing quirks are reproduced on purpose because client code may
+//! depend on them: BF.RESERVE finds `NONSCALING`/`EXPANSION` by scanning *every* argument (the key
+//! and the numbers included), and BF.INSERT recognises its options by their first letter or two.
+//! Another: BF.EXISTS / BF.MEXISTS answer false on a key of another type instead of WRONGTYPE (redis-rs
+//! tells RedisBloom from valkey-bloom by it).
+
+use bytes::Bytes;
+
+use super::parse::{parse_f64, parse_i64};
+use super::{cmd, flags::*, CommandSpec, Ctx};
+use crate::error::{self, CmdError, CmdResult};
+use crate::protocol::Reply;
+use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
+use crate::store::{Db, Value};
+
+// ---------------------------------------------------------------------------------------------
+// Error texts (bloom.md §5). "no ERR" ones are sent exactly so, RedisBloom's own spelling.
+// ---------------------------------------------------------------------------------------------
+
+/// BF.RESERVE: the error rate is not a number.
+pub const BAD_ERROR_RATE: &str = "ERR bad error rate";
+/// BF.RESERVE: the error rate is outside (0, 1).
+pub const ERROR_RATE_RANGE: &str = "ERR error rate must be in the range (0.000000, 1.000000)";
+/// BF.RESERVE: the capacity is not an integer.
+pub const BAD_CAPACITY: &str = "ERR bad capacity";
+/// BF.RESERVE: the capacity is outside [1, 2^30].
+pub const CAPACITY_RANGE: &str = "ERR capacity must be in the range [1, 1073741824]";
+/// BF.RESERVE: `EXPANSION` is the last argument.
+pub const NO_EXPANSION: &str = "ERR no expansion";
+/// BF.RESERVE: the expansion is not an integer.
+pub const BAD_EXPANSION: &str = "ERR bad expansion";
+/// BF.RESERVE: a non-zero `EXPANSION` together with `NONSCALING` (no ERR).
+pub const NONSCALING_CANNOT_EXPAND: &str = "Nonscaling filters cannot expand";
+/// BF.RESERVE: the expansion is outside [0, 32768].
+pub const EXPANSION_RANGE: &str = "ERR expansion must be in the range [0, 32768]";
+/// BF.RESERVE on a key that already holds a filter.
+pub const ITEM_EXISTS: &str = "ERR item exists";
+/// BF.INFO, BF.DEBUG, BF.SCANDUMP, BF.INSERT NOCREATE, BF.LOADCHUNK (iterator ≠ 1) on a missing key.
+pub const NOT_FOUND: &str = "ERR not found";
+/// BF.ADD / BF.MADD / BF.INSERT: the non-scaling filter's only link is at capacity.
+pub const FILTER_FULL: &str = "ERR non scaling filter is full";
+/// BF.ADD / BF.MADD / BF.INSERT: a new link could not be built.
+pub const INSERT_PROBLEM: &str = "ERR problem inserting into filter";
+/// Creation: the bit array cannot be allocated (current line; 2.6 said "could not create filter").
+pub const INSUFFICIENT_MEMORY: &str = "ERR Insufficient memory to create filter";
+/// Creation: any other failure.
+pub const COULD_NOT_CREATE: &str = "ERR could not create filter";
+/// BF.INSERT: a token that is no option (no ERR).
+pub const UNKNOWN_ARGUMENT: &str = "Unknown argument received";
+/// BF.INSERT: a bad `ERROR` value, unparsable or out of range (no ERR).
+pub const INSERT_BAD_ERROR_RATE: &str = "Bad error rate";
+/// BF.INSERT: a bad `CAPACITY` value (no ERR).
+pub const INSERT_BAD_CAPACITY: &str = "Bad capacity";
+/// BF.INSERT: a bad `EXPANSION` value (no ERR).
+pub const INSERT_BAD_EXPANSION: &str = "Bad expansion";
+/// BF.INFO: an unknown field name (no ERR).
+pub const INVALID_INFO: &str = "Invalid information value";
+/// BF.SCANDUMP: the iterator is not an integer (no ERR).
+pub const SCANDUMP_NOT_NUMERIC: &str = "Second argument must be numeric";
+/// BF.LOADCHUNK: the iterator is not an integer (with ERR, unlike SCANDUMP).
+pub const LOADCHUNK_NOT_NUMERIC: &str = "ERR Second argument must be numeric";
+/// BF.LOADCHUNK: an invalid header, or an iterator inconsistent with the data length.
+pub const BAD_DATA: &str = "ERR received bad data";
+/// BF.LOADCHUNK: the chunk's start is not inside any link.
+pub const NO_LINK: &str = "ERR invalid offset - no link found";
+/// BF.LOADCHUNK: the chunk runs past the end of its link.
+pub const CHUNK_TOO_BIG: &str = "ERR invalid chunk - Too big for current filter";
+
+// ---------------------------------------------------------------------------------------------
+// Limits (current line; the same bounds apply to the bf-* config settings)
+// ---------------------------------------------------------------------------------------------
+
+/// Largest capacity BF.RESERVE / BF.INSERT accept.
+pub const MAX_CAPACITY: i64 = 1 << 30;
+/// Largest expansion factor.
+pub const MAX_EXPANSION: i64 = 32768;
+/// Error rates above this are silently lowered to it.
+pub const MAX_ERROR_RATE: f64 = 0.25;
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("bf.reserve", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Creates a new Bloom Filter.", reserve),
+    cmd("bf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Bloom Filter.", add),
+    cmd("bf.madd", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", madd),
+    cmd("bf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", insert),
+    cmd("bf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether an item exists in a Bloom Filter.", exists),
+    cmd("bf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Bloom Filter.", mexists),
+    cmd("bf.info", -2, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Returns information about a Bloom Filter.", info),
+    cmd("bf.card", 2, READONLY | FAST | MODULE, 1, 1, 1, "module", "2.4.4", "Returns the cardinality of a Bloom filter.", card),
+    cmd("bf.debug", 2, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Shows the layout of a Bloom filter's sub-filters.", debug),
+    cmd("bf.scandump", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Begins an incremental save of the bloom filter.", scandump),
+    cmd("bf.loadchunk", 4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Restores a filter previously saved using SCANDUMP.", loadchunk),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// What a key holds, from a Bloom command's point of view (bloom.md §2).
+enum KeyState {
+    Bloom,
+    Missing,
+    WrongType,
+}
+
+fn key_state(db: &mut Db, key: &[u8]) -> KeyState {
+    match db.lookup(key) {
+        None => KeyState::Missing,
+        Some(Value::Bloom(_)) => KeyState::Bloom,
+        Some(_) => KeyState::WrongType,
+    }
+}
+
+fn wrongtype() -> CmdError {
+    CmdError::Static(error::WRONGTYPE)
+}
+
+/// The filter under `key` for reading; `Ok(None)` when the key is missing.
+fn read_bloom<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a ScalingBloom>, CmdError> {
+    match db.lookup(key) {
+        None => Ok(None),
+        Some(Value::Bloom(b)) => Ok(Some(b)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// The filter under `key` for writing (the key must hold one).
+fn bloom_mut<'a>(db: &'a mut Db, key: &[u8]) -> Result<&'a mut ScalingBloom, CmdError> {
+    match db.lookup_mut(key) {
+        Some(Value::Bloom(b)) => Ok(b),
+        _ => Err(wrongtype()),
+    }
+}
+
+fn create_error(e: CreateError) -> CmdError {
+    match e {
+        CreateError::OutOfMemory => CmdError::Static(INSUFFICIENT_MEMORY),
+        CreateError::Invalid => CmdError::Static(COULD_NOT_CREATE),
+    }
+}
+
+fn add_error(e: AddError) -> CmdError {
+    match e {
+        AddError::Full => CmdError::Static(FILTER_FULL),
+        AddError::Failed => CmdError::Static(INSERT_PROBLEM),
+    }
+}
+
+/// The defaults for auto-created filters: (error rate, capacity, expansion).
+fn defaults(ctx: &Ctx) -> (f64, u64, u32) {
+    let c = ctx.config();
+    (
+        c.bf_error_rate,
+        c.bf_initial_size as u64,
+        c.bf_expansion_factor as u32,
+    )
+}
+
+/// Creates a filter with the given options (non-scaling when asked or when the expansion is 0).
+fn new_filter(
+    capacity: u64,
+    rate: f64,
+    expansion: u32,
+    nonscaling: bool,
+) -> Result<Value, CmdError> {
+    ScalingBloom::create(capacity, rate, expansion, nonscaling || expansion == 0)
+        .map(|b| Value::Bloom(Box::new(b)))
+        .map_err(create_error)
+}
+
+/// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
+fn add_all(bf: &mut ScalingBloom, items: &[Bytes]) -> Reply {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match bf.add(item) {
+            Ok(new) => out.push(Reply::Bool(new)),
+            Err(e) => {
+                out.push(Reply::Error(add_error(e)));
+                break;
+            }
+        }
+    }
+    Reply::Array(out)
+}
+
+/// The filter under `key`, created with the configured defaults when missing.
+fn get_or_create_default<'a>(
+    ctx: &'a mut Ctx,
+    key: &Bytes,
+) -> Result<&'a mut ScalingBloom, CmdError> {
+    match key_state(ctx.db(), key) {
+        KeyState::Bloom => {}
+        KeyState::WrongType => return Err(wrongtype()),
+        KeyState::Missing => {
+            let (rate, capacity, expansion) = defaults(ctx);
+            let v = new_filter(capacity, rate, expansion, false)?;
+            ctx.db().insert(key.clone(), v);
+        }
+    }
+    bloom_mut(ctx.db(), key)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------
+
+/// `BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING]` → `+OK`.
+fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 7 {
+        return Err(CmdError::arity("bf.reserve"));
+    }
+    let mut rate = parse_f64(&argv[2]).ok_or(CmdError::Static(BAD_ERROR_RATE))?;
+    if !(rate > 0.0 && rate < 1.0) {
+        return Err(CmdError::Static(ERROR_RATE_RANGE));
+    }
+    rate = rate.min(MAX_ERROR_RATE);
+    let capacity = parse_i64(&argv[3]).ok_or(CmdError::Static(BAD_CAPACITY))?;
+    if !(1..=MAX_CAPACITY).contains(&capacity) {
+        return Err(CmdError::Static(CAPACITY_RANGE));
+    }
+    // Quirk: the keywords are looked for among *all* arguments, the first match counting.
+    let find = |word: &str| {
+        argv.iter()
+            .position(|a| a.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    let mut nonscaling = find("NONSCALING").is_some();
+    let mut expansion = ctx.config().bf_expansion_factor;
+    if let Some(at) = find("EXPANSION") {
+        let value = argv.get(at + 1).ok_or(CmdError::Static(NO_EXPANSION))?;
+        let v = parse_i64(value).ok_or(CmdError::Static(BAD_EXPANSION))?;
+        if v == 0 {
+            nonscaling = true;
+        } else if nonscaling {
+            return Err(CmdError::Static(NONSCALING_CANNOT_EXPAND));
+        }
+        if !(0..=MAX_EXPANSION).contains(&v) {
+            return Err(CmdError::Static(EXPANSION_RANGE));
+        }
+        expansion = v;
+    }
+    let key = &argv[1];
+    match key_state(ctx.db(), key) {
+        KeyState::Bloom => return Err(CmdError::Static(ITEM_EXISTS)),
+        KeyState::WrongType => return Err(wrongtype()),
+        KeyState::Missing => {}
+    }
+    let v = new_filter(capacity as u64, rate, expansion as u32, nonscaling)?;
+    ctx.db().insert(key.clone(), v);
+    Ok(Reply::ok())
+}
+
+/// `BF.ADD key item` → 1 if the item was new, 0 if it (or a false positive) was there.
+fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let bf = get_or_create_default(ctx, &argv[1])?;
+    bf.add(&argv[2]).map(Reply::Bool).map_err(add_error)
+}
+
+/// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.
+fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let bf = get_or_create_default(ctx, &argv[1])?;
+    Ok(add_all(bf, &argv[2..]))
+}
+
+/// `BF.EXISTS key item` → 1 or 0; a missing or wrong-type key answers 0.
+fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let found = match ctx.db().lookup(&argv[1]) {
+        Some(Value::Bloom(bf)) => bf.exists(&argv[2]),
+        _ => false,
+    };
+    Ok(Reply::Bool(found))
+}
+
+/// `BF.MEXISTS key item [item ...]` → an array of 1/0.
+fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let items = &argv[2..];
+    let out = match ctx.db().lookup(&argv[1]) {
+        Some(Value::Bloom(bf)) => items.iter().map(|i| Reply::Bool(bf.exists(i))).collect(),
+        _ => vec![Reply::Bool(false); items.len()],
+    };
+    Ok(Reply::Array(out))
+}
+
+/// `BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item ...`
+/// → an array like BF.MADD's.
+fn insert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let arity = || CmdError::arity("bf.insert");
+    let (mut rate, mut capacity, mut expansion) = defaults(ctx);
+    let mut nocreate = false;
+    let mut nonscaling = false;
+    let mut items_at = None;
+    // Quirk: options are told apart by their first letter (and a second or third one).
+    let letter = |tok: &[u8], i: usize| tok.get(i).map(|c| c.to_ascii_lowercase());
+    let mut i = 2;
+    while i < argv.len() {
+        let tok = &argv[i][..];
+        match letter(tok, 0) {
+            Some(b'i') => {
+                items_at = Some(i + 1);
+                break;
+            }
+            Some(b'e') => {
+                let value = argv.get(i + 1).ok_or_else(arity)?;
+                if letter(tok, 1) == Some(b'r') {
+                    let r = parse_f64(value)
+                        .filter(|r| *r > 0.0 && *r < 1.0)
+                        .ok_or(CmdError::Static(INSERT_BAD_ERROR_RATE))?;
+                    rate = r.min(MAX_ERROR_RATE);
+                } else {
+                    let e = parse_i64(value)
+                        .filter(|e| (0..=MAX_EXPANSION).contains(e))
+                        .ok_or(CmdError::Static(INSERT_BAD_EXPANSION))?;
+                    expansion = e as u32;
+                }
+                i += 2;
+            }
+            Some(b'c') => {
+                let value = argv.get(i + 1).ok_or_else(arity)?;
+                let c = parse_i64(value)
+                    .filter(|c| (1..=MAX_CAPACITY).contains(c))
+                    .ok_or(CmdError::Static(INSERT_BAD_CAPACITY))?;
+                capacity = c as u64;
+                i += 2;
+            }
+            Some(b'n') => {
+                if letter(tok, 2) == Some(b'c') {
+                    nocreate = true;
+                } else {
+                    nonscaling = true;
+                }
+                i += 1;
+            }
+            _ => return Err(CmdError::Static(UNKNOWN_ARGUMENT)),
+        }
+    }
+    let items = match items_at {
+        Some(at) if at < argv.len() => &argv[at..],
+        _ => return Err(arity()),
+    };
+    let key = &argv[1];
+    match key_state(ctx.db(), key) {
+        KeyState::Bloom => {}
+        KeyState::WrongType => return Err(wrongtype()),
+        KeyState::Missing if nocreate => return Err(CmdError::Static(NOT_FOUND)),
+        KeyState::Missing => {
+            let v = new_filter(capacity, rate, expansion, nonscaling)?;
+            ctx.db().insert(key.clone(), v);
+        }
+    }
+    let bf = bloom_mut(ctx.db(), key)?;
+    Ok(add_all(bf, items))
+}
+
+/// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION]` → the five figures as a map
+/// (a flat array under RESP2), or one of them as a 1-entry map (a 1-element array under RESP2).
+fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 3 {
+        return Err(CmdError::arity("bf.info"));
+    }
+    let proto = ctx.proto();
+    let bf = read_bloom(ctx.db(), &argv[1])?.ok_or(CmdError::Static(NOT_FOUND))?;
+    let i = bf.info();
+    let expansion = match i.expansion {
+        Some(g) => Reply::Int(g as i64),
+        None => Reply::Null,
+    };
+    let fields = [
+        ("CAPACITY", "Capacity", Reply::Int(i.capacity as i64)),
+        ("SIZE", "Size", Reply::Int(i.size as i64)),
+        ("FILTERS", "Number of filters", Reply::Int(i.filters as i64)),
+        (
+            "ITEMS",
+            "Number of items inserted",
+            Reply::Int(i.items as i64),
+        ),
+        ("EXPANSION", "Expansion rate", expansion),
+    ];
+    let Some(wanted) = argv.get(2) else {
+        return Ok(Reply::Map(
+            fields
+                .into_iter()
+                .map(|(_, name, v)| (Reply::Status(name), v))
+                .collect(),
+        ));
+    };
+    let (_, name, v) = fields
+        .into_iter()
+        .find(|(kw, _, _)| wanted.eq_ignore_ascii_case(kw.as_bytes()))
+        .ok_or(CmdError::Static(INVALID_INFO))?;
+    Ok(if proto >= 3 {
+        Reply::Map(vec![(Reply::Status(name), v)])
+    } else {
+        Reply::Array(vec![v])
+    })
+}
+
+/// `BF.CARD key` → items added; 0 for a missing key.
+fn card(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let n = read_bloom(ctx.db(), &argv[1])?.map_or(0, |b| b.size());
+    Ok(Reply::Int(n as i64))
+}
+
+/// `BF.DEBUG key` → `size:<n>` then one line per link, as bulk strings.
+fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let bf = read_bloom(ctx.db(), &argv[1])?.ok_or(CmdError::Static(NOT_FOUND))?;
+    Ok(Reply::Array(
+        bf.debug_lines()
+            .into_iter()
+            .map(|l| Reply::Bulk(Bytes::from(l)))
+            .collect(),
+    ))
+}
+
+/// `BF.SCANDUMP key iterator` → `[next iterator, data]`; `[0, ""]` at the end.
+fn scandump(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let bf = read_bloom(ctx.db(), &argv[1])?.ok_or(CmdError::Static(NOT_FOUND))?;
+    let it = parse_i64(&argv[2]).ok_or(CmdError::Static(SCANDUMP_NOT_NUMERIC))?;
+    let (next, data) = if it == 0 {
+        (1, bf.header())
+    } else {
+        bf.scandump_chunk(it).unwrap_or((0, Vec::new()))
+    };
+    Ok(Reply::Array(vec![
+        Reply::Int(next),
+        Reply::Bulk(Bytes::from(data)),
+    ]))
+}
+
+/// `BF.LOADCHUNK key iterator data` → `+OK`. Iterator 1 on a missing key is the header.
+fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let it = parse_i64(&argv[2]).ok_or(CmdError::Static(LOADCHUNK_NOT_NUMERIC))?;
+    let key = &argv[1];
+    let data = &argv[3];
+    let chunk_error = |e: ChunkError| {
+        CmdError::Static(match e {
+            ChunkError::BadData => BAD_DATA,
+            ChunkError::NoLink => NO_LINK,
+            ChunkError::TooBig => CHUNK_TOO_BIG,
+        })
+    };
+    match key_state(ctx.db(), key) {
+        KeyState::WrongType => Err(wrongtype()),
+        KeyState::Missing if it == 1 => {
+            let bf = ScalingBloom::from_header(data).map_err(chunk_error)?;
+            ctx.db().insert(key.clone(), Value::Bloom(Box::new(bf)));
+            Ok(Reply::ok())
+        }
+        KeyState::Missing => Err(CmdError::Static(NOT_FOUND)),
+        KeyState::Bloom => {
+            bloom_mut(ctx.db(), key)?
+                .load_chunk(it, data)
+                .map_err(chunk_error)?;
+            Ok(Reply::ok())
+        }
+    }
+}
