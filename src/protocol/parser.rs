@@ -34,7 +34,9 @@
 //! [`RequestParser`] is resumable: it consumes each piece of a multibulk request (count line, length
 //! line, bulk data) from the front of the caller's `BytesMut` as soon as that piece is complete, and keeps
 //! only a few integers of state. A request split across reads therefore costs no re-parsing; while a line
-//! is incomplete it also remembers how far it has already searched for the terminator. Bulk arguments are
+//! is incomplete it also remembers how far it has already searched for the terminator. Count and length
+//! lines of the usual shape (1 to 9 digits) are read in a single pass; anything else takes the general
+//! path, which implements every rule above. Bulk arguments are
 //! split off the read buffer with `split_to(..).freeze()`, so no argument bytes are copied. Inline
 //! arguments without quotes are slices of the frozen line; only quoted ones are rebuilt.
 //!
