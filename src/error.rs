@@ -82,8 +82,9 @@ pub enum CmdError {
     Owned(String),
     /// `ERR wrong number of arguments for '<name>' command`, name as registered.
     WrongArity(String),
-    /// `ERR unknown command '<name>', with args beginning with: '<a>' ...`
-    UnknownCommand { name: String, args: String },
+    /// `ERR unknown command '<name>', with args beginning with: '<a>' ...`. Raw bytes: Redis
+    /// echoes the client's bytes as they are (cut at a NUL, as C's `%s` does).
+    UnknownCommand { name: Vec<u8>, args: Vec<u8> },
     /// `ERR unknown subcommand '<sub>'. Try <CONTAINER> HELP.`
     UnknownSubcommand { sub: String, container: String },
 }
@@ -93,22 +94,46 @@ impl CmdError {
     /// by a space, the whole argument text stops growing once it reaches 128 characters, the name is cut
     /// at 128 characters and CR/LF become spaces.
     pub fn unknown_command(argv: &[bytes::Bytes]) -> CmdError {
-        let clean = |b: &[u8], max: usize| -> String {
-            let s: String = String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned();
-            s.replace(['\r', '\n'], " ")
+        // A C string ends at NUL; `%.Ns` prints at most N bytes of it; CR/LF would break the line.
+        let clean = |b: &[u8], max: usize| -> Vec<u8> {
+            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len()).min(max);
+            b[..end]
+                .iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+                .collect()
         };
         let name = argv.first().map(|n| clean(n, 128)).unwrap_or_default();
-        let mut args = String::new();
+        let mut args = Vec::new();
         for a in argv.iter().skip(1) {
             if args.len() >= 128 {
                 break;
             }
             let room = 128 - args.len();
-            args.push('\'');
-            args.push_str(&clean(a, room));
-            args.push_str("' ");
+            args.push(b'\'');
+            args.extend_from_slice(&clean(a, room));
+            args.extend_from_slice(b"' ");
         }
         CmdError::UnknownCommand { name, args }
+    }
+
+    /// The exact bytes of the error line (after `-`), CR/LF replaced by spaces.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = match self {
+            CmdError::UnknownCommand { name, args } => {
+                let mut v = b"ERR unknown command '".to_vec();
+                v.extend_from_slice(name);
+                v.extend_from_slice(b"', with args beginning with: ");
+                v.extend_from_slice(args);
+                v
+            }
+            other => other.to_string().into_bytes(),
+        };
+        for b in out.iter_mut() {
+            if *b == b'\r' || *b == b'\n' {
+                *b = b' ';
+            }
+        }
+        out
     }
 
     /// The arity error for a command or `container|sub`.
@@ -140,7 +165,9 @@ impl fmt::Display for CmdError {
             }
             CmdError::UnknownCommand { name, args } => write!(
                 f,
-                "ERR unknown command '{name}', with args beginning with: {args}"
+                "ERR unknown command '{}', with args beginning with: {}",
+                String::from_utf8_lossy(name),
+                String::from_utf8_lossy(args)
             ),
             CmdError::UnknownSubcommand { sub, container } => {
                 write!(f, "ERR unknown subcommand '{sub}'. Try {container} HELP.")
@@ -176,6 +203,15 @@ mod tests {
         assert_eq!(
             CmdError::unknown_command(&argv).to_string(),
             "ERR unknown command 'FOO', with args beginning with: "
+        );
+        let argv = vec![
+            Bytes::from("X"),
+            Bytes::from(&b"a\x00b"[..]),
+            Bytes::from(&b"\xff"[..]),
+        ];
+        assert_eq!(
+            CmdError::unknown_command(&argv).to_bytes(),
+            b"ERR unknown command 'X', with args beginning with: 'a' '\xff' "
         );
     }
 

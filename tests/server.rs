@@ -215,3 +215,37 @@ fn quit_closes() {
     assert_eq!(c.cmd_str(&["QUIT"]), b"+OK\r\n");
     assert!(c.is_closed());
 }
+
+#[test]
+fn maxmemory_refuses_denyoom_commands() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["SET", "k", "v"]),
+        b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+    );
+    // Reads and deletes still work.
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+}
+
+#[test]
+fn unknown_command_echoes_raw_bytes() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(
+        c.cmd(&[b"X", b"a\x00b", b"\xff"]),
+        b"-ERR unknown command 'X', with args beginning with: 'a' '\xff' \r\n"
+    );
+}
+
+#[test]
+fn maxclients_refuses_extra_connections() {
+    let s = start_with(&["--maxclients", "1"]);
+    let mut a = s.raw();
+    assert_eq!(a.cmd_str(&["PING"]), b"+PONG\r\n");
+    let mut b = s.raw();
+    assert_eq!(b.read_reply(), b"-ERR max number of clients reached\r\n");
+}

@@ -89,11 +89,7 @@ impl Reply {
             }
             Reply::Error(e) => {
                 out.put_u8(b'-');
-                let text = e.to_string();
-                // An error line cannot carry CR/LF; Redis replaces them with spaces.
-                for b in text.bytes() {
-                    out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
-                }
+                out.put_slice(&e.to_bytes());
                 out.put_slice(b"\r\n");
             }
             Reply::Int(n) => {

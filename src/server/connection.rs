@@ -17,7 +17,6 @@ use tokio::net::TcpStream;
 use super::shared::{ClientHandle, Shared};
 use crate::commands::{self, Action, ClientState};
 use crate::protocol::parser::{ParserLimits, RequestParser};
-use crate::protocol::Reply;
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -122,7 +121,10 @@ pub async fn serve(
             }
             if let Some(e) = protocol_error {
                 // Redis replies with the protocol error, then closes once replies are written.
-                Reply::Error(e.to_cmd_error()).encode(client.proto, &mut outbuf);
+                // The exact bytes: the unexpected byte in "expected '$', got 'X'" is sent raw.
+                outbuf.extend_from_slice(b"-");
+                outbuf.extend_from_slice(&e.text_bytes());
+                outbuf.extend_from_slice(b"\r\n");
                 close_after = true;
                 break;
             }

@@ -32,6 +32,12 @@ fn scan_hash(key: &[u8]) -> u64 {
     ahash::RandomState::with_seeds(0x68797065, 0x72626c6f, 0x6f6d5343, 0x414e2121).hash_one(key)
 }
 
+/// A key as stored: its own allocation. Arguments arrive as `Bytes` slices of the connection's read
+/// buffer; keeping one would pin the whole read chunk in memory for the key's lifetime.
+fn own_key(key: Bytes) -> Bytes {
+    Bytes::copy_from_slice(&key)
+}
+
 #[derive(Debug, Clone, Default)]
 struct Watch {
     version: u64,
@@ -140,6 +146,7 @@ impl Db {
 
     /// Stores `value` under `key`, dropping any TTL (as SET does).
     pub fn insert(&mut self, key: Bytes, value: Value) {
+        let key = own_key(key);
         self.clear_expire(&key);
         self.touch(&key);
         self.map.insert(key, value);
@@ -147,6 +154,7 @@ impl Db {
 
     /// Stores `value` under `key`, keeping an existing TTL (SET KEEPTTL, SETRANGE, APPEND...).
     pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
+        let key = own_key(key);
         self.expire_if_due(&key);
         self.touch(&key);
         self.map.insert(key, value);
@@ -304,7 +312,7 @@ impl Db {
 
     /// Starts watching `key`; returns its current version.
     pub fn watch(&mut self, key: &Bytes) -> u64 {
-        let w = self.watched.entry(key.clone()).or_default();
+        let w = self.watched.entry(own_key(key.clone())).or_default();
         w.refs += 1;
         w.version
     }

@@ -10,6 +10,11 @@ use std::time::Duration;
 use hyperbloom::config::Config;
 use hyperbloom::server::Shared;
 
+// The server's memory accounting (INFO used_memory, maxmemory) counts through this allocator, as
+// in the binary.
+#[global_allocator]
+static ALLOC: hyperbloom::server::alloc::CountingAlloc = hyperbloom::server::alloc::CountingAlloc;
+
 /// A server running on its own runtime thread; stops when dropped.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -172,7 +177,7 @@ pub fn frame_len(buf: &[u8]) -> Option<usize> {
             return None;
         }
         let end = line_end(at)?;
-        let header = std::str::from_utf8(&buf[at + 1..end]).ok()?;
+        let header = std::str::from_utf8(&buf[at + 1..end]).unwrap_or("");
         let next = end + 2;
         match buf[at] {
             b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => Some(next),
