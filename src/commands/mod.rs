@@ -23,6 +23,7 @@ use crate::store::db::{Db, Store};
 
 pub mod args;
 pub mod bloom;
+pub mod cuckoo;
 pub mod glob;
 pub mod hll;
 pub mod keyspace;
@@ -142,6 +143,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     strings::COMMANDS,
     hll::COMMANDS,
     bloom::COMMANDS,
+    cuckoo::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.

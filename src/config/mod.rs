@@ -52,6 +52,12 @@ pub struct Config {
     pub bf_initial_size: i64,
     /// `bf-expansion-factor`: growth of new Bloom filters; 0 makes them non-scaling.
     pub bf_expansion_factor: i64,
+    /// Cuckoo filter defaults and limits (RedisBloom's `cf-*` configs, cuckoo.md §7).
+    pub cf_bucket_size: u16,
+    pub cf_initial_size: u64,
+    pub cf_max_iterations: u16,
+    pub cf_expansion_factor: u16,
+    pub cf_max_expansions: u32,
     /// Path of the config file, for CONFIG REWRITE.
     pub config_file: Option<String>,
 }
@@ -89,6 +95,11 @@ impl Default for Config {
             bf_error_rate_text: "0.01".into(),
             bf_initial_size: 100,
             bf_expansion_factor: 2,
+            cf_bucket_size: 2,
+            cf_initial_size: 1024,
+            cf_max_iterations: 20,
+            cf_expansion_factor: 1,
+            cf_max_expansions: 32,
             config_file: None,
         }
     }
@@ -533,6 +544,13 @@ pub static DIRECTIVES: &[Directive] = &[
             }
             c.bf_error_rate = v.min(crate::commands::bloom::MAX_ERROR_RATE);
             c.bf_error_rate_text = text.to_string();
+        name: "cf-bucket-size",
+        doc: "Cuckoo filters: default slots per bucket (at most cf-initial-size / 2).",
+        mutable: true,
+        get: |c| c.cf_bucket_size.to_string(),
+        set: |c, a| {
+            let max = (c.cf_initial_size / 2).min(255) as i64;
+            c.cf_bucket_size = bf_int(a, "cf-bucket-size", 1, max)? as u16;
             Ok(())
         },
     },
@@ -543,6 +561,13 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.bf_initial_size.to_string(),
         set: |c, a| {
             c.bf_initial_size = bf_int(a, "bf-initial-size", 1, crate::commands::bloom::MAX_CAPACITY)?;
+        name: "cf-initial-size",
+        doc: "Cuckoo filters: default capacity of auto-created filters (at least 2 * cf-bucket-size).",
+        mutable: true,
+        get: |c| c.cf_initial_size.to_string(),
+        set: |c, a| {
+            let min = 2 * c.cf_bucket_size as i64;
+            c.cf_initial_size = bf_int(a, "cf-initial-size", min, 1 << 30)? as u64;
             Ok(())
         },
     },
@@ -554,6 +579,32 @@ pub static DIRECTIVES: &[Directive] = &[
         set: |c, a| {
             c.bf_expansion_factor =
                 bf_int(a, "bf-expansion-factor", 0, crate::commands::bloom::MAX_EXPANSION)?;
+        name: "cf-max-iterations",
+        doc: "Cuckoo filters: default eviction steps per insert.",
+        mutable: true,
+        get: |c| c.cf_max_iterations.to_string(),
+        set: |c, a| {
+            c.cf_max_iterations = bf_int(a, "cf-max-iterations", 1, 65535)? as u16;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "cf-expansion-factor",
+        doc: "Cuckoo filters: default growth factor (0 = never grow).",
+        mutable: true,
+        get: |c| c.cf_expansion_factor.to_string(),
+        set: |c, a| {
+            c.cf_expansion_factor = bf_int(a, "cf-expansion-factor", 0, 32768)? as u16;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "cf-max-expansions",
+        doc: "Cuckoo filters: adds are refused once a filter has this many sub-filters.",
+        mutable: true,
+        get: |c| c.cf_max_expansions.to_string(),
+        set: |c, a| {
+            c.cf_max_expansions = bf_int(a, "cf-max-expansions", 1, 65536)? as u32;
             Ok(())
         },
     },

@@ -341,7 +341,7 @@ impl CuckooHeader {
 // ---------------------------------------------------------------------------------------------
 
 /// A zero-initialised byte array in copy-on-write pages; `None` pages read as zeroes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Pages {
     len: u64,
     /// Bytes per page: a whole number of buckets, at most `PAGE_TARGET`. The last page may be shorter.
@@ -458,11 +458,29 @@ impl Pages {
     }
 }
 
+impl std::fmt::Debug for Pages {
+    /// Sizes only: a filter can hold gigabytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pages")
+            .field("len", &self.len)
+            .field("pages", &self.pages.len())
+            .field("resident", &self.resident())
+            .finish()
+    }
+}
+
+impl PartialEq for Pages {
+    /// Equal contents, whether a zero page is materialised or not.
+    fn eq(&self, other: &Pages) -> bool {
+        self.len == other.len && self.iter().flatten().eq(other.iter().flatten())
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sub-filters
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct SubFilter {
     num_buckets: u64,
     data: Pages,
@@ -539,7 +557,7 @@ impl SubFilter {
 // ---------------------------------------------------------------------------------------------
 
 /// A scalable cuckoo filter with RedisBloom's exact layout and algorithms. See the module essay.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CuckooFilter {
     num_buckets: u64,
     num_items: u64,
@@ -734,6 +752,14 @@ impl CuckooFilter {
     /// `40 + 16 × numFilters + Σ bytes`, whatever our own layout costs.
     pub fn info_size(&self) -> u64 {
         40 + 16 * self.filters.len() as u64 + self.data_bytes()
+    }
+
+    /// The type's figure for `MEMORY USAGE`: [`CuckooFilter::info_size`] plus 6. The server adds
+    /// `key length + 40` for the key and its entry; with these 6 bytes a two-byte key such as the
+    /// RedisBloom suite's `bf` totals `Size + 48`, the figure that suite expects on Redis ≥ 7
+    /// (`sizeof(robj)` 16 + dict entry 24 + the key's 8-byte sds allocation).
+    pub fn memory_usage(&self) -> u64 {
+        self.info_size() + 6
     }
 
     /// Bytes this process really holds for the filter (page contents and tables), for diagnostics.

@@ -11,6 +11,8 @@ pub enum Value {
     Str(Vec<u8>),
     /// A scalable Bloom filter (RedisBloom type `MBbloom--`).
     Bloom(Box<crate::store::bloom::ScalingBloom>),
+    /// A RedisBloom cuckoo filter (module type `MBbloomCF`).
+    Cuckoo(Box<super::cuckoo::CuckooFilter>),
 }
 
 impl Value {
@@ -19,6 +21,7 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Bloom(_) => "MBbloom--",
+            Value::Cuckoo(_) => "MBbloomCF",
         }
     }
 
@@ -35,6 +38,8 @@ impl Value {
                 }
             }
             Value::Bloom(_) => "raw",
+            // Redis reports module values as "raw".
+            Value::Cuckoo(_) => "raw",
         }
     }
 
@@ -45,6 +50,7 @@ impl Value {
             // RedisBloom's Size formula (bloom.md §8). The current RedisBloom suite expects
             // Size + 48 for key `bf`; the caller adds key length + 40, so 6 more here.
             Value::Bloom(b) => b.memory_usage() as usize + 6,
+            Value::Cuckoo(cf) => cf.memory_usage() as usize,
         }
     }
 
