@@ -70,6 +70,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use super::murmur::murmur64a;
+
 // ---------------------------------------------------------------------------------------------
 // Constants
 // ---------------------------------------------------------------------------------------------
@@ -106,38 +108,6 @@ static ZEROS: [u8; PAGE_TARGET] = [0; PAGE_TARGET];
 // ---------------------------------------------------------------------------------------------
 // Hashing
 // ---------------------------------------------------------------------------------------------
-
-/// MurmurHash64A (64-bit MurmurHash2, variant A), bloom.md §7.1.
-///
-/// A private copy: `store::murmur` is being written in parallel for the Bloom filters; the two can be
-/// unified once both are in main.
-fn murmur64a(data: &[u8], seed: u64) -> u64 {
-    const M: u64 = 0xc6a4a7935bd1e995;
-    const R: u32 = 47;
-    let mut h = seed ^ (data.len() as u64).wrapping_mul(M);
-    let mut blocks = data.chunks_exact(8);
-    for block in &mut blocks {
-        let mut k = u64::from_le_bytes([
-            block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7],
-        ]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h ^= k;
-        h = h.wrapping_mul(M);
-    }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        for (i, &b) in tail.iter().enumerate() {
-            h ^= (b as u64) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> R;
-    h = h.wrapping_mul(M);
-    h ^= h >> R;
-    h
-}
 
 /// An item's fingerprint and its two bucket hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
