@@ -544,13 +544,6 @@ pub static DIRECTIVES: &[Directive] = &[
             }
             c.bf_error_rate = v.min(crate::commands::bloom::MAX_ERROR_RATE);
             c.bf_error_rate_text = text.to_string();
-        name: "cf-bucket-size",
-        doc: "Cuckoo filters: default slots per bucket (at most cf-initial-size / 2).",
-        mutable: true,
-        get: |c| c.cf_bucket_size.to_string(),
-        set: |c, a| {
-            let max = (c.cf_initial_size / 2).min(255) as i64;
-            c.cf_bucket_size = bf_int(a, "cf-bucket-size", 1, max)? as u16;
             Ok(())
         },
     },
@@ -561,13 +554,6 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.bf_initial_size.to_string(),
         set: |c, a| {
             c.bf_initial_size = bf_int(a, "bf-initial-size", 1, crate::commands::bloom::MAX_CAPACITY)?;
-        name: "cf-initial-size",
-        doc: "Cuckoo filters: default capacity of auto-created filters (at least 2 * cf-bucket-size).",
-        mutable: true,
-        get: |c| c.cf_initial_size.to_string(),
-        set: |c, a| {
-            let min = 2 * c.cf_bucket_size as i64;
-            c.cf_initial_size = bf_int(a, "cf-initial-size", min, 1 << 30)? as u64;
             Ok(())
         },
     },
@@ -579,6 +565,32 @@ pub static DIRECTIVES: &[Directive] = &[
         set: |c, a| {
             c.bf_expansion_factor =
                 bf_int(a, "bf-expansion-factor", 0, crate::commands::bloom::MAX_EXPANSION)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "cf-bucket-size",
+        doc: "Cuckoo filters: default slots per bucket (at most cf-initial-size / 2).",
+        mutable: true,
+        get: |c| c.cf_bucket_size.to_string(),
+        set: |c, a| {
+            let max = (c.cf_initial_size / 2).min(255) as i64;
+            c.cf_bucket_size = bf_int(a, "cf-bucket-size", 1, max)? as u16;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "cf-initial-size",
+        doc: "Cuckoo filters: default capacity of auto-created filters (at least 2 * cf-bucket-size).",
+        mutable: true,
+        get: |c| c.cf_initial_size.to_string(),
+        set: |c, a| {
+            let min = 2 * c.cf_bucket_size as i64;
+            c.cf_initial_size = bf_int(a, "cf-initial-size", min, 1 << 30)? as u64;
+            Ok(())
+        },
+    },
+    Directive {
         name: "cf-max-iterations",
         doc: "Cuckoo filters: default eviction steps per insert.",
         mutable: true,
