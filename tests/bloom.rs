@@ -20,27 +20,62 @@ fn reserve_current_line_ranges() {
     let mut c = s.raw();
     let range = "-ERR error rate must be in the range (0.000000, 1.000000)\r\n";
     for rate in ["0", "1", "1.5", "-0.1", "inf"] {
-        assert_eq!(cmd(&mut c, &["BF.RESERVE", "k", rate, "100"]), range, "{rate}");
+        assert_eq!(
+            cmd(&mut c, &["BF.RESERVE", "k", rate, "100"]),
+            range,
+            "{rate}"
+        );
     }
-    assert_eq!(cmd(&mut c, &["BF.RESERVE", "k", "nan", "100"]), "-ERR bad error rate\r\n");
+    assert_eq!(
+        cmd(&mut c, &["BF.RESERVE", "k", "nan", "100"]),
+        "-ERR bad error rate\r\n"
+    );
     let cap = "-ERR capacity must be in the range [1, 1073741824]\r\n";
     for capacity in ["0", "-1", "1073741825"] {
         assert_eq!(cmd(&mut c, &["BF.RESERVE", "k", "0.01", capacity]), cap);
     }
     let exp = "-ERR expansion must be in the range [0, 32768]\r\n";
     for e in ["-1", "32769"] {
-        assert_eq!(cmd(&mut c, &["BF.RESERVE", "k", "0.01", "10", "EXPANSION", e]), exp);
+        assert_eq!(
+            cmd(&mut c, &["BF.RESERVE", "k", "0.01", "10", "EXPANSION", e]),
+            exp
+        );
     }
     // With NONSCALING any non-zero value is refused first, even an out-of-range one.
     assert_eq!(
-        cmd(&mut c, &["BF.RESERVE", "k", "0.01", "10", "NONSCALING", "EXPANSION", "-1"]),
+        cmd(
+            &mut c,
+            &[
+                "BF.RESERVE",
+                "k",
+                "0.01",
+                "10",
+                "NONSCALING",
+                "EXPANSION",
+                "-1"
+            ]
+        ),
         "-Nonscaling filters cannot expand\r\n"
     );
     // EXPANSION 0 makes a non-scaling filter that stores growth 0.
-    assert_eq!(cmd(&mut c, &["BF.RESERVE", "z", "0.01", "10", "EXPANSION", "0"]), "+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["BF.RESERVE", "z", "0.01", "10", "EXPANSION", "0"]),
+        "+OK\r\n"
+    );
     assert_eq!(cmd(&mut c, &["BF.INFO", "z", "EXPANSION"]), "*1\r\n$-1\r\n");
     assert_eq!(
-        cmd(&mut c, &["BF.RESERVE", "z2", "0.01", "10", "NONSCALING", "EXPANSION", "0"]),
+        cmd(
+            &mut c,
+            &[
+                "BF.RESERVE",
+                "z2",
+                "0.01",
+                "10",
+                "NONSCALING",
+                "EXPANSION",
+                "0"
+            ]
+        ),
         "+OK\r\n"
     );
     let header = bin(&mut c, &[b"BF.SCANDUMP", b"z", b"0"]);
@@ -49,7 +84,10 @@ fn reserve_current_line_ranges() {
     assert_eq!(&h[12..16], &13u32.to_le_bytes());
     assert_eq!(&h[16..20], &0u32.to_le_bytes());
     // 2^30 is the largest capacity; it fits in memory as pages that are never touched.
-    assert_eq!(cmd(&mut c, &["BF.RESERVE", "big", "0.01", "1073741824"]), "+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["BF.RESERVE", "big", "0.01", "1073741824"]),
+        "+OK\r\n"
+    );
 }
 
 #[test]
@@ -58,8 +96,17 @@ fn rate_above_quarter_is_lowered() {
     let mut c = s.raw();
     assert_eq!(cmd(&mut c, &["BF.RESERVE", "k", "0.5", "100"]), "+OK\r\n");
     let dbg = cmd(&mut c, &["BF.DEBUG", "k"]);
-    assert!(dbg.contains("bytes:56 bits:448 hashes:4 hashwidth:64 capacity:100 size:0 ratio:0.125"), "{dbg}");
-    assert_eq!(cmd(&mut c, &["BF.INSERT", "i", "ERROR", "0.9", "NONSCALING", "ITEMS", "a"]), "*1\r\n:1\r\n");
+    assert!(
+        dbg.contains("bytes:56 bits:448 hashes:4 hashwidth:64 capacity:100 size:0 ratio:0.125"),
+        "{dbg}"
+    );
+    assert_eq!(
+        cmd(
+            &mut c,
+            &["BF.INSERT", "i", "ERROR", "0.9", "NONSCALING", "ITEMS", "a"]
+        ),
+        "*1\r\n:1\r\n"
+    );
     assert!(cmd(&mut c, &["BF.DEBUG", "i"]).contains("bytes:40 bits:320 hashes:3"));
 }
 
@@ -87,7 +134,20 @@ fn insert_current_line_ranges() {
     }
     // EXPANSION 0 is non-scaling.
     assert_eq!(
-        cmd(&mut c, &["BF.INSERT", "k", "CAPACITY", "1", "EXPANSION", "0", "ITEMS", "a", "b"]),
+        cmd(
+            &mut c,
+            &[
+                "BF.INSERT",
+                "k",
+                "CAPACITY",
+                "1",
+                "EXPANSION",
+                "0",
+                "ITEMS",
+                "a",
+                "b"
+            ]
+        ),
         "*2\r\n:1\r\n-ERR non scaling filter is full\r\n"
     );
 }
@@ -100,9 +160,18 @@ fn config_defaults_and_set() {
         cmd(&mut c, &["CONFIG", "GET", "bf-*"]),
         "*6\r\n$13\r\nbf-error-rate\r\n$4\r\n0.01\r\n$15\r\nbf-initial-size\r\n$3\r\n100\r\n$19\r\nbf-expansion-factor\r\n$1\r\n2\r\n"
     );
-    assert_eq!(cmd(&mut c, &["CONFIG", "SET", "bf-error-rate", "0.001"]), "+OK\r\n");
-    assert_eq!(cmd(&mut c, &["CONFIG", "SET", "bf-initial-size", "1000"]), "+OK\r\n");
-    assert_eq!(cmd(&mut c, &["CONFIG", "SET", "bf-expansion-factor", "4"]), "+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "bf-error-rate", "0.001"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "bf-initial-size", "1000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "bf-expansion-factor", "4"]),
+        "+OK\r\n"
+    );
     assert_eq!(cmd(&mut c, &["BF.ADD", "a", "x"]), ":1\r\n");
     assert_eq!(
         cmd(&mut c, &["BF.DEBUG", "a"]),
@@ -112,7 +181,10 @@ fn config_defaults_and_set() {
     // RESERVE takes its default expansion from the config too.
     assert_eq!(cmd(&mut c, &["BF.RESERVE", "r", "0.01", "10"]), "+OK\r\n");
     assert_eq!(cmd(&mut c, &["BF.INFO", "r", "EXPANSION"]), "*1\r\n:4\r\n");
-    assert_eq!(cmd(&mut c, &["CONFIG", "SET", "bf-expansion-factor", "0"]), "+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "bf-expansion-factor", "0"]),
+        "+OK\r\n"
+    );
     assert_eq!(cmd(&mut c, &["BF.MADD", "n", "x"]), "*1\r\n:1\r\n");
     assert_eq!(cmd(&mut c, &["BF.INFO", "n", "EXPANSION"]), "*1\r\n$-1\r\n");
 
@@ -124,28 +196,59 @@ fn config_defaults_and_set() {
             format!("-ERR CONFIG SET failed (possibly related to argument '{name}') - {tail}\r\n")
         );
     };
-    refused("bf-error-rate", "1", "Value for `bf-error-rate` must be in the range (0.000000, 1.000000)");
+    refused(
+        "bf-error-rate",
+        "1",
+        "Value for `bf-error-rate` must be in the range (0.000000, 1.000000)",
+    );
     refused("bf-error-rate", "x", "Invalid value for `bf-error-rate`");
-    refused("bf-initial-size", "0", "Value for `bf-initial-size` must be in the range [1, 1073741824]");
-    refused("bf-expansion-factor", "32769", "Value for `bf-expansion-factor` must be in the range [0, 32768]");
-    refused("bf-expansion-factor", "1.5", "Invalid value for `bf-expansion-factor`");
+    refused(
+        "bf-initial-size",
+        "0",
+        "Value for `bf-initial-size` must be in the range [1, 1073741824]",
+    );
+    refused(
+        "bf-expansion-factor",
+        "32769",
+        "Value for `bf-expansion-factor` must be in the range [0, 32768]",
+    );
+    refused(
+        "bf-expansion-factor",
+        "1.5",
+        "Invalid value for `bf-expansion-factor`",
+    );
     // A rate above 0.25 is accepted and acts as 0.25; CONFIG GET shows what was set.
-    assert_eq!(cmd(&mut c, &["CONFIG", "SET", "bf-error-rate", "0.5"]), "+OK\r\n");
-    assert_eq!(cmd(&mut c, &["CONFIG", "GET", "bf-error-rate"]), "*2\r\n$13\r\nbf-error-rate\r\n$3\r\n0.5\r\n");
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "bf-error-rate", "0.5"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "GET", "bf-error-rate"]),
+        "*2\r\n$13\r\nbf-error-rate\r\n$3\r\n0.5\r\n"
+    );
 }
 
 #[test]
 fn type_memory_and_command_info() {
     let s = start_server();
     let mut c = s.raw();
-    assert_eq!(cmd(&mut c, &["BF.RESERVE", "bf", "0.05", "1000"]), "+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["BF.RESERVE", "bf", "0.05", "1000"]),
+        "+OK\r\n"
+    );
     assert_eq!(cmd(&mut c, &["TYPE", "bf"]), "+MBbloom--\r\n");
     assert_eq!(cmd(&mut c, &["BF.INFO", "bf", "SIZE"]), "*1\r\n:1056\r\n");
     // The current RedisBloom suite expects Size + 48 on Redis 7+.
     assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf"]), ":1104\r\n");
     let info = cmd(&mut c, &["COMMAND", "INFO", "bf.add"]);
-    assert!(info.contains("bf.add") && info.contains("module") && info.contains("denyoom"), "{info}");
-    assert_eq!(cmd(&mut c, &["bf.ADD"]), "-ERR wrong number of arguments for 'bf.add' command\r\n");
+    assert!(
+        info.contains("bf.add") && info.contains("module") && info.contains("denyoom"),
+        "{info}"
+    );
+    assert_eq!(
+        cmd(&mut c, &["bf.ADD"]),
+        "-ERR wrong number of arguments for 'bf.add' command\r\n"
+    );
     assert_eq!(
         cmd(&mut c, &["BF.INSERT", "k", "ITEMS"]),
         "-ERR wrong number of arguments for 'bf.insert' command\r\n"
@@ -162,7 +265,19 @@ fn memory_safety() {
         "-ERR Insufficient memory to create filter\r\n"
     );
     assert_eq!(
-        cmd(&mut c, &["BF.INSERT", "huge", "ERROR", "1e-300", "CAPACITY", "1073741824", "ITEMS", "a"]),
+        cmd(
+            &mut c,
+            &[
+                "BF.INSERT",
+                "huge",
+                "ERROR",
+                "1e-300",
+                "CAPACITY",
+                "1073741824",
+                "ITEMS",
+                "a"
+            ]
+        ),
         "-ERR Insufficient memory to create filter\r\n"
     );
     // bloom.md §11: a crafted header whose scale-out would need ~2.8e14 bytes.
@@ -181,7 +296,10 @@ fn memory_safety() {
     h.extend_from_slice(&n.to_le_bytes());
     h.push(0);
     assert_eq!(bin(&mut c, &[b"BF.LOADCHUNK", b"k", b"1", &h]), b"+OK\r\n");
-    assert_eq!(cmd(&mut c, &["BF.ADD", "k", "1"]), "-ERR problem inserting into filter\r\n");
+    assert_eq!(
+        cmd(&mut c, &["BF.ADD", "k", "1"]),
+        "-ERR problem inserting into filter\r\n"
+    );
     assert_eq!(
         cmd(&mut c, &["BF.LOADCHUNK", "k", "71752852194637", "HELLO"]),
         "-ERR invalid offset - no link found\r\n"
@@ -190,11 +308,17 @@ fn memory_safety() {
     let mut h2 = h.clone();
     h2[20..28].copy_from_slice(&(1u64 << 50).to_le_bytes());
     h2[28..36].copy_from_slice(&(1u64 << 53).to_le_bytes());
-    assert_eq!(bin(&mut c, &[b"BF.LOADCHUNK", b"k2", b"1", &h2]), b"-ERR received bad data\r\n");
+    assert_eq!(
+        bin(&mut c, &[b"BF.LOADCHUNK", b"k2", b"1", &h2]),
+        b"-ERR received bad data\r\n"
+    );
     // A NaN error rate.
     let mut h3 = h.clone();
     h3[44..52].copy_from_slice(&f64::NAN.to_le_bytes());
-    assert_eq!(bin(&mut c, &[b"BF.LOADCHUNK", b"k3", b"1", &h3]), b"-ERR received bad data\r\n");
+    assert_eq!(
+        bin(&mut c, &[b"BF.LOADCHUNK", b"k3", b"1", &h3]),
+        b"-ERR received bad data\r\n"
+    );
     assert_eq!(cmd(&mut c, &["PING"]), "+PONG\r\n");
 }
 
@@ -202,7 +326,13 @@ fn memory_safety() {
 fn scandump_loadchunk_round_trip_over_the_wire() {
     let s = start_server();
     let mut c = s.raw();
-    assert_eq!(cmd(&mut c, &["BF.RESERVE", "src", "0.01", "10", "EXPANSION", "3"]), "+OK\r\n");
+    assert_eq!(
+        cmd(
+            &mut c,
+            &["BF.RESERVE", "src", "0.01", "10", "EXPANSION", "3"]
+        ),
+        "+OK\r\n"
+    );
     for i in 0..300 {
         c.cmd_str(&["BF.ADD", "src", &format!("item:{i}")]);
     }
@@ -211,21 +341,37 @@ fn scandump_loadchunk_round_trip_over_the_wire() {
     loop {
         let r = bin(&mut c, &[b"BF.SCANDUMP", b"src", it.to_string().as_bytes()]);
         let text_end = r[4..].windows(2).position(|w| w == b"\r\n").expect("int") + 4;
-        let next: i64 = std::str::from_utf8(&r[5..text_end]).expect("utf8").parse().expect("int");
+        let next: i64 = std::str::from_utf8(&r[5..text_end])
+            .expect("utf8")
+            .parse()
+            .expect("int");
         if next == 0 {
             break;
         }
         let len_start = text_end + 3;
-        let len_end = r[len_start..].windows(2).position(|w| w == b"\r\n").expect("len") + len_start;
-        let len: usize = std::str::from_utf8(&r[len_start..len_end]).expect("utf8").parse().expect("len");
+        let len_end = r[len_start..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("len")
+            + len_start;
+        let len: usize = std::str::from_utf8(&r[len_start..len_end])
+            .expect("utf8")
+            .parse()
+            .expect("len");
         let data = &r[len_end + 2..len_end + 2 + len];
         assert_eq!(
-            bin(&mut c, &[b"BF.LOADCHUNK", b"dst", next.to_string().as_bytes(), data]),
+            bin(
+                &mut c,
+                &[b"BF.LOADCHUNK", b"dst", next.to_string().as_bytes(), data]
+            ),
             b"+OK\r\n"
         );
         it = next;
     }
-    assert_eq!(cmd(&mut c, &["BF.DEBUG", "src"]), cmd(&mut c, &["BF.DEBUG", "dst"]));
+    assert_eq!(
+        cmd(&mut c, &["BF.DEBUG", "src"]),
+        cmd(&mut c, &["BF.DEBUG", "dst"])
+    );
     for i in 0..400 {
         let item = format!("item:{i}");
         assert_eq!(

@@ -622,6 +622,21 @@ proptest! {
         }
     }
 
+    /// The division-free probe sequence equals `(a + i·b) mod 2^64 mod m` exactly.
+    #[test]
+    fn probes_match_the_direct_formula(
+        a in any::<u64>(),
+        b in any::<u64>(),
+        m in prop_oneof![1u64..4096, 1u64..(1 << 40), 1u64..(1 << 63), Just(1u64 << 63)],
+    ) {
+        let modulus = Modulus { m, wrap: (u64::MAX % m + 1) % m };
+        let mut probes = modulus.probes(a, b);
+        for i in 0..64u64 {
+            let want = a.wrapping_add(i.wrapping_mul(b)) % m;
+            prop_assert_eq!(probes.next_bit(), want, "probe {}", i);
+        }
+    }
+
     /// Arbitrary bytes as a header never panic, and whatever loads keeps its invariants.
     #[test]
     fn header_fuzz(data in proptest::collection::vec(any::<u8>(), 0..200)) {
