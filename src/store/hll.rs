@@ -247,34 +247,10 @@ fn write_cache(v: &mut [u8], card: u64) {
 // Hashing
 // ---------------------------------------------------------------------------------------------
 
-/// MurmurHash64A (64-bit MurmurHash2, variant A) as Redis's hyperloglog.c computes it: blocks read
-/// little-endian, the tail folded in with one final multiply. The full length is hashed (Redis 7.0
-/// truncates lengths to a C `int`, which only matters past 2 GiB, beyond `proto-max-bulk-len`).
-pub fn murmurhash64a(data: &[u8], seed: u64) -> u64 {
-    const M: u64 = 0xc6a4_a793_5bd1_e995;
-    const R: u32 = 47;
-    let mut h = seed ^ (data.len() as u64).wrapping_mul(M);
-    let mut blocks = data.chunks_exact(8);
-    for b in &mut blocks {
-        let mut k = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h ^= k;
-        h = h.wrapping_mul(M);
-    }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        for (i, &byte) in tail.iter().enumerate() {
-            h ^= (byte as u64) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> R;
-    h = h.wrapping_mul(M);
-    h ^= h >> R;
-    h
-}
+/// MurmurHash64A as Redis's hyperloglog.c computes it (blocks read little-endian, the tail folded
+/// in with one final multiply); shared with the Bloom filters. The full length is hashed: Redis 7.0
+/// truncates lengths to a C `int`, which only matters past 2 GiB, beyond `proto-max-bulk-len`.
+pub use super::murmur::murmur64a as murmurhash64a;
 
 /// The register an element lands in and the count it offers (1..=51).
 #[inline]
