@@ -456,3 +456,45 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// INFO figures
+// ---------------------------------------------------------------------------------------------
+
+/// Totals over every Bloom key of every database, for an INFO section.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BloomTotals {
+    /// Number of Bloom keys.
+    pub filters: u64,
+    /// Σ items inserted (BF.CARD).
+    pub items: u64,
+    /// Σ BF.INFO `Size` (RedisBloom's accounting).
+    pub bytes: u64,
+    /// Σ bytes actually resident in this process (structs, page tables, written pages).
+    pub resident_bytes: u64,
+}
+
+/// Walks the keyspace once (INFO is not a hot path; Redis's own INFO keyspace is also a walk).
+pub fn totals(store: &crate::store::Store) -> BloomTotals {
+    let mut t = BloomTotals::default();
+    for db in &store.dbs {
+        for (_, v) in db.iter() {
+            if let Value::Bloom(bf) = v {
+                t.filters += 1;
+                t.items = t.items.saturating_add(bf.size());
+                t.bytes = t.bytes.saturating_add(bf.memory_usage());
+                t.resident_bytes = t.resident_bytes.saturating_add(bf.resident_bytes());
+            }
+        }
+    }
+    t
+}
+
+/// The INFO section with those totals, in INFO's `name:value\r\n` form.
+pub fn info_section(store: &crate::store::Store) -> String {
+    let t = totals(store);
+    format!(
+        "# Bloom\r\nbf_filters:{}\r\nbf_items_inserted:{}\r\nbf_memory_bytes:{}\r\nbf_resident_bytes:{}\r\n",
+        t.filters, t.items, t.bytes, t.resident_bytes
+    )
+}

@@ -73,8 +73,18 @@
 //! in [`ScalingBloom::header`]) followed by the concatenation of all links' bit arrays, link 0 first.
 //! Iterator `it ≥ 1` addresses byte `it − 1` of that concatenation; a chunk never crosses a link
 //! boundary and is at most 16 MiB. `BF.LOADCHUNK` validates a header completely before it
-//! allocates the (all-zero) links, then copies chunks in place. The RDB writer and reader use the
-//! accessors on [`ScalingBloom`] and [`Link`] and [`ScalingBloom::from_raw_parts`].
+//! allocates the (all-zero) links, then copies chunks in place.
+//!
+//! # RDB (`MBbloom--`, encoding version 4; rdb.md §4.3)
+//!
+//! Writing, field by field: UINT [`ScalingBloom::size`], UINT [`ScalingBloom::nfilters`], UINT
+//! [`ScalingBloom::options`], UINT [`ScalingBloom::growth`]; then for each of
+//! [`ScalingBloom::links`] (oldest first): UINT [`Link::entries`], DOUBLE [`Link::error`], UINT
+//! [`Link::hashes`], DOUBLE [`Link::bpe`], UINT [`Link::bits`], UINT [`Link::n2`], STRING of
+//! [`Link::bytes`] bytes (the concatenation of [`Link::bit_slices`]), UINT [`Link::size`]; then EOF.
+//! Reading: decode the same fields into [`RawLink`]s (the STRING becomes `data`; refuse one
+//! shorter than `ceil(bits/8)` before building) and call [`ScalingBloom::from_raw_parts`], which
+//! applies RedisBloom's load checks and ours (NaN error, absurd `k`, memory ceiling).
 
 use std::sync::{Arc, OnceLock};
 
