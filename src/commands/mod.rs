@@ -28,6 +28,7 @@ pub mod glob;
 pub mod hll;
 pub mod keyspace;
 pub mod parse;
+pub mod persistence;
 pub mod server;
 pub mod strings;
 pub mod transactions;
@@ -144,6 +145,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     hll::COMMANDS,
     bloom::COMMANDS,
     cuckoo::COMMANDS,
+    persistence::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.

@@ -1,9 +1,33 @@
-//! Persistence hooks the server calls: load at startup, save points in the cron, save at shutdown.
+//! Persistence: Redis-compatible RDB snapshots, save scheduling, and DUMP/RESTORE payloads.
 //!
-//! The RDB reader and writer live in this module's children (the persistence issue); these hooks are
-//! the only entry points the server uses.
+//! hyperbloom's snapshots are genuine RDB files: a `dump.rdb` written by Redis 7.x/8.x with
+//! RedisBloom loads here, and hyperbloom's files load into Redis (strings and HLLs into any Redis
+//! 7.0+, filters into Redis with RedisBloom or Redis 8). The children:
+//!
+//! - [`crc64`]: the Jones CRC-64 that guards files and payloads;
+//! - [`lzf`]: LZF compression, making liblzf's choices so payloads are byte-identical to Redis's;
+//! - [`rdb`]: the format — writer, reader, RedisBloom module values;
+//! - [`snapshot`]: crash-safe file writing, SAVE, BGSAVE without fork, the save points;
+//! - [`dump`]: DUMP/RESTORE payloads.
+//!
+//! The functions below are the hooks the server calls (startup load, cron, shutdown, DEBUG
+//! RELOAD). Loading at startup is synchronous and happens before the listeners accept, so no
+//! client ever sees a half-loaded keyspace; the `loading` flag is raised meanwhile (INFO reports
+//! `loading:1`, and commands without the `loading` flag would get `-LOADING`).
+
+pub mod crc64;
+pub mod dump;
+pub mod lzf;
+pub mod rdb;
+pub mod snapshot;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use crate::server::Shared;
+use crate::store::Store;
+use rdb::{LoadOptions, LoadStats, RdbError, RdbReader};
 
 /// Why loading the snapshot at startup failed. Startup stops with this message.
 #[derive(Debug, thiserror::Error)]
@@ -12,25 +36,164 @@ pub enum LoadError {
     Invalid(String),
 }
 
+/// Loads the RDB file at `path` into `store` (whose databases should be empty). Keys already
+/// expired are dropped; a database number beyond `databases` or a key present twice is an error,
+/// as in Redis.
+pub fn load_file(
+    path: &Path,
+    store: &mut Store,
+    verify_checksum: bool,
+) -> Result<LoadStats, RdbError> {
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let reader = RdbReader::new(std::io::BufReader::with_capacity(1 << 20, file), size);
+    let now = crate::commands::now_ms();
+    let ndbs = store.dbs.len();
+    // While loading, no key counts as due: the loader decides expiry itself, against `now`.
+    for db in store.dbs.iter_mut() {
+        db.now_ms = 0;
+    }
+    let result = reader.load_file(
+        LoadOptions { verify_checksum },
+        now,
+        |dbi, key, value, expire| {
+            let Some(db) = store.dbs.get_mut(dbi) else {
+                return Err(RdbError::corrupt(
+                    format!("database {dbi} is out of range (databases is {ndbs})"),
+                    0,
+                ));
+            };
+            if db.peek(&key).is_some() {
+                return Err(RdbError::corrupt(
+                    format!(
+                        "duplicate key '{}' in database {dbi}",
+                        rdb::printable_key(&key)
+                    ),
+                    0,
+                ));
+            }
+            db.insert(key.clone(), value);
+            if let Some(t) = expire {
+                db.set_expire(&key, t);
+            }
+            Ok(())
+        },
+    );
+    for db in store.dbs.iter_mut() {
+        db.now_ms = now;
+        db.dirty = 0;
+    }
+    result
+}
+
+fn report_load(stats: &LoadStats, path: &Path, started: Instant) {
+    for (k, v) in &stats.aux {
+        if k.first() == Some(&b'%') {
+            tracing::info!(
+                "RDB '{}': {}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            );
+        }
+    }
+    for s in &stats.skipped {
+        tracing::warn!("{}: ignored {s}", path.display());
+    }
+    if stats.checksum_absent {
+        tracing::info!("RDB file was saved with checksum disabled: no check performed.");
+    }
+    tracing::info!(
+        "DB loaded from disk: {:.3} seconds ({} keys loaded, {} expired keys dropped, RDB version {})",
+        started.elapsed().as_secs_f64(),
+        stats.keys_loaded,
+        stats.keys_expired,
+        stats.version
+    );
+}
+
 /// Loads `dir/dbfilename` if it exists.
-pub fn load_at_startup(_shared: &Shared) -> Result<(), LoadError> {
-    Ok(())
+pub fn load_at_startup(shared: &Shared) -> Result<(), LoadError> {
+    let target = snapshot::Target::from_shared(shared);
+    let verify = shared.config().rdbchecksum;
+    let path = target.path();
+    if !path.exists() {
+        return Ok(());
+    }
+    shared.loading.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let mut engine = shared.engine();
+    let result = load_file(&path, &mut engine.store, verify);
+    drop(engine);
+    shared.loading.store(false, Ordering::SeqCst);
+    match result {
+        Ok(stats) => {
+            report_load(&stats, &path, started);
+            let mut p = shared.persistence();
+            p.last_load_keys_loaded = stats.keys_loaded;
+            p.last_load_keys_expired = stats.keys_expired;
+            Ok(())
+        }
+        Err(e) => Err(LoadError::Invalid(format!(
+            "Failed loading the RDB file {}: {e}. Fix or move the file away to start.",
+            path.display()
+        ))),
+    }
 }
 
 /// Called on SIGTERM/SIGINT: saves when save points are configured.
-pub fn save_on_shutdown(_shared: &Shared) {}
+pub fn save_on_shutdown(shared: &Shared) {
+    if shared.config().save.is_empty() {
+        return;
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    let mut engine = shared.engine();
+    if let Err(e) = snapshot::save_sync(shared, &mut engine.store) {
+        tracing::warn!("Error trying to save the DB, exiting without a final snapshot: {e}");
+    }
+}
 
-/// Called by the server cron: starts a background save when a save point is reached.
-pub fn cron(_shared: &std::sync::Arc<Shared>) {}
+/// Called by the server cron: collects a finished background save and starts one when a save
+/// point is reached.
+pub fn cron(shared: &std::sync::Arc<Shared>) {
+    let mut engine = shared.engine();
+    snapshot::check_save_points(shared, &mut engine.store);
+}
+
+/// Brings the persistence status up to date (a finished BGSAVE is collected). For INFO.
+pub fn refresh(ctx: &mut crate::commands::Ctx) {
+    snapshot::poll_bgsave(ctx.shared, ctx.store);
+}
 
 /// SHUTDOWN's save (inside the keyspace lock, as Redis's SHUTDOWN blocks).
-pub fn save_for_shutdown(_ctx: &mut crate::commands::Ctx) -> Result<(), String> {
-    Err("persistence is not implemented yet".into())
+pub fn save_for_shutdown(ctx: &mut crate::commands::Ctx) -> Result<(), String> {
+    snapshot::save_sync(ctx.shared, ctx.store).map(|_| ())
 }
 
 /// DEBUG RELOAD: save, empty the keyspace, load the file back.
-pub fn debug_reload(_ctx: &mut crate::commands::Ctx) -> crate::error::CmdResult {
-    Err(crate::error::CmdError::Static(
-        "ERR DEBUG RELOAD needs persistence, not implemented yet",
-    ))
+pub fn debug_reload(ctx: &mut crate::commands::Ctx) -> crate::error::CmdResult {
+    use crate::error::CmdError;
+    if snapshot::save_sync(ctx.shared, ctx.store).is_err() {
+        return Err(CmdError::Static("ERR Error trying to save the DB"));
+    }
+    let target = snapshot::Target::from_shared(ctx.shared);
+    let verify = ctx.config().rdbchecksum;
+    for db in ctx.store.dbs.iter_mut() {
+        db.clear();
+    }
+    let started = Instant::now();
+    match load_file(&target.path(), ctx.store, verify) {
+        Ok(stats) => {
+            report_load(&stats, &target.path(), started);
+            Ok(crate::protocol::Reply::ok())
+        }
+        Err(e) => {
+            tracing::warn!(
+                "DEBUG RELOAD failed loading {}: {e}",
+                target.path().display()
+            );
+            Err(CmdError::Static(
+                "ERR Error trying to load the RDB dump, check server logs.",
+            ))
+        }
+    }
 }

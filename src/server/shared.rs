@@ -80,6 +80,16 @@ pub struct PersistenceStatus {
     pub last_bgsave_duration_sec: i64,
     pub bgsave_started: Option<Instant>,
     pub saves: u64,
+    /// The background save in flight (collected by `persistence::snapshot::poll_bgsave`).
+    pub job: Option<Arc<crate::persistence::snapshot::BgJob>>,
+    /// BGSAVE SCHEDULE: start one as soon as the running one ends.
+    pub bgsave_scheduled: bool,
+    /// Unix seconds of the last BGSAVE attempt (save points retry a failure after 5 s).
+    pub last_bgsave_try_unix: u64,
+    /// Why the last save failed, until one succeeds.
+    pub last_error: Option<String>,
+    pub last_load_keys_loaded: u64,
+    pub last_load_keys_expired: u64,
 }
 
 impl Default for PersistenceStatus {
@@ -91,6 +101,12 @@ impl Default for PersistenceStatus {
             last_bgsave_duration_sec: -1,
             bgsave_started: None,
             saves: 0,
+            job: None,
+            bgsave_scheduled: false,
+            last_bgsave_try_unix: 0,
+            last_error: None,
+            last_load_keys_loaded: 0,
+            last_load_keys_expired: 0,
         }
     }
 }

@@ -347,6 +347,15 @@ impl Db {
         DbSnapshot { entries }
     }
 
+    /// Live entries with their expiry, in no particular order (snapshot writers walk this under
+    /// the lock instead of cloning).
+    pub fn entries(&self) -> impl Iterator<Item = (&Bytes, &Value, Option<u64>)> {
+        self.map
+            .iter()
+            .filter(|(k, _)| !self.is_due(k))
+            .map(|(k, v)| (k, v, self.expires.get(k).copied()))
+    }
+
     /// Sum of the values' memory usage, for INFO.
     pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Value)> {
         self.map.iter()

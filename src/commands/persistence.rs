@@ -1,0 +1,149 @@
+//! SAVE, BGSAVE, LASTSAVE, DUMP, RESTORE: the client side of `persistence`.
+
+use bytes::Bytes;
+
+use super::flags::*;
+use super::{cmd, CommandSpec, Ctx};
+use crate::error::{self, CmdError, CmdResult};
+use crate::persistence::dump::{self, PayloadError};
+use crate::persistence::snapshot::{self, BgsaveRefused};
+use crate::protocol::Reply;
+
+/// RESTORE onto an existing key without REPLACE.
+pub const BUSYKEY: &str = "BUSYKEY Target key name already exists.";
+/// RESTORE with a negative ttl.
+pub const INVALID_TTL: &str = "ERR Invalid TTL value, must be >= 0";
+/// RESTORE IDLETIME below 0.
+pub const INVALID_IDLETIME: &str = "ERR Invalid IDLETIME value, must be >= 0";
+/// RESTORE FREQ outside 0..=255.
+pub const INVALID_FREQ: &str = "ERR Invalid FREQ value, must be >= 0 and <= 255";
+/// RESTORE payload too short, newer than supported, or with a wrong CRC.
+pub const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
+/// RESTORE payload whose value does not parse (or a module loader rejects).
+pub const BAD_DATA: &str = "ERR Bad data format";
+/// SAVE failed (Redis replies with its bare shared `-ERR`).
+pub const SAVE_FAILED: &str = "ERR";
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("save", 1, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk.", save),
+    cmd("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", bgsave),
+    cmd("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", lastsave),
+    cmd("dump", 2, READONLY, 1, 1, 1, "generic", "2.6.0", "Returns a serialized representation of the value stored at a key.", dump_cmd),
+    cmd("restore", -4, WRITE | DENYOOM, 1, 1, 1, "generic", "2.6.0", "Creates a key from the serialized representation of a value.", restore_cmd),
+];
+
+/// `SAVE` → `+OK`, or `-ERR` when the save failed (the reason goes to the log and INFO).
+fn save(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    snapshot::poll_bgsave(ctx.shared, ctx.store);
+    if ctx.shared.persistence().job.is_some() {
+        return Err(CmdError::Static(error::BGSAVE_IN_PROGRESS));
+    }
+    match snapshot::save_sync(ctx.shared, ctx.store) {
+        Ok(_) => Ok(Reply::ok()),
+        Err(_) => Err(CmdError::Static(SAVE_FAILED)),
+    }
+}
+
+/// `BGSAVE [SCHEDULE]` → `+Background saving started`. As in Redis, SCHEDULE only defers when
+/// another kind of background job runs (hyperbloom has none), so a BGSAVE in flight is an error
+/// either way.
+fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 1 && !(argv.len() == 2 && argv[1].eq_ignore_ascii_case(b"schedule")) {
+        return Err(CmdError::Static(error::SYNTAX));
+    }
+    snapshot::poll_bgsave(ctx.shared, ctx.store);
+    match snapshot::start_bgsave(ctx.shared, ctx.store) {
+        Ok(()) => Ok(Reply::Status("Background saving started")),
+        Err(BgsaveRefused::InProgress) => Err(CmdError::Static(error::BGSAVE_IN_PROGRESS)),
+    }
+}
+
+/// `LASTSAVE` → unix seconds of the last successful save.
+fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    snapshot::poll_bgsave(ctx.shared, ctx.store);
+    Ok(Reply::Int(ctx.shared.persistence().last_save_unix as i64))
+}
+
+/// `DUMP key` → the serialized value, or null.
+fn dump_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let compression = ctx.config().rdbcompression;
+    match ctx.db().lookup(&argv[1]) {
+        Some(v) => Ok(Reply::bulk(dump::dump(v, compression))),
+        None => Ok(Reply::Null),
+    }
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]` → `+OK`. Checks run in
+/// Redis 7.0's order: options, existing key, ttl, payload footer, value.
+fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut replace = false;
+    let mut absttl = false;
+    let mut idle_given = false;
+    let mut freq_given = false;
+    let mut j = 4;
+    while j < argv.len() {
+        let a = &argv[j];
+        let more = argv.len() - j - 1;
+        if a.eq_ignore_ascii_case(b"replace") {
+            replace = true;
+        } else if a.eq_ignore_ascii_case(b"absttl") {
+            absttl = true;
+        } else if a.eq_ignore_ascii_case(b"idletime") && more >= 1 && !freq_given {
+            let v = super::parse::parse_i64(&argv[j + 1])
+                .ok_or(CmdError::Static(error::NOT_INTEGER))?;
+            if v < 0 {
+                return Err(CmdError::Static(INVALID_IDLETIME));
+            }
+            // hyperbloom keeps no LRU clock: the value is validated and otherwise ignored.
+            idle_given = true;
+            j += 1;
+        } else if a.eq_ignore_ascii_case(b"freq") && more >= 1 && !idle_given {
+            let v = super::parse::parse_i64(&argv[j + 1])
+                .ok_or(CmdError::Static(error::NOT_INTEGER))?;
+            if !(0..=255).contains(&v) {
+                return Err(CmdError::Static(INVALID_FREQ));
+            }
+            freq_given = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+        j += 1;
+    }
+    let key = argv[1].clone();
+    if !replace && ctx.db().contains(&key) {
+        return Err(CmdError::Static(BUSYKEY));
+    }
+    let ttl = super::parse::parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if ttl < 0 {
+        return Err(CmdError::Static(INVALID_TTL));
+    }
+    let value = dump::restore(&argv[3]).map_err(|e| match e {
+        PayloadError::Footer => CmdError::Static(BAD_PAYLOAD),
+        PayloadError::BadData => CmdError::Static(BAD_DATA),
+    })?;
+    let now = ctx.now_ms as i64;
+    let db = ctx.db();
+    if replace {
+        db.delete(&key);
+    }
+    let when = if ttl == 0 {
+        None
+    } else if absttl {
+        Some(ttl)
+    } else {
+        Some(ttl.saturating_add(now))
+    };
+    if let Some(t) = when {
+        if t <= now {
+            // Already expired: nothing is stored (an existing key was replaced by nothing).
+            return Ok(Reply::ok());
+        }
+    }
+    db.insert(key.clone(), value);
+    if let Some(t) = when {
+        db.set_expire(&key, t as u64);
+    }
+    Ok(Reply::ok())
+}

@@ -1,0 +1,285 @@
+//! LZF compression, as Redis uses it for RDB strings (rdb.md §2.2).
+//!
+//! # Format
+//!
+//! A stream of control bytes, each followed by its payload:
+//!
+//! ```text
+//! 000LLLLL <L+1 literal bytes>                 literal run, 1..32 bytes
+//! LLLooooo oooooooo                            back-reference, length L+2 (L = 1..6)
+//! 111ooooo LLLLLLLL oooooooo                   back-reference, length L+9
+//!                                              distance = o + 1 (1..8192 bytes back)
+//! ```
+//!
+//! # Why the compressor mirrors liblzf's choices
+//!
+//! Any valid LZF stream loads, but DUMP payloads are compared byte for byte with what Redis emits
+//! (dense HyperLogLogs and sparse Bloom bit arrays are compressed), so [`compress`] makes the same
+//! decisions as the liblzf 3.6 configuration Redis builds (`HLOG 16`, `VERY_FAST`): a 65536-slot
+//! table of the last position of each 3-byte hash, a match is taken when the remembered position is
+//! within 8192 bytes, is not the very first input byte, and repeats the next three bytes; after a
+//! match only its last two positions are hashed; and the output budget is enforced with the same
+//! conservative tests, so a string Redis leaves uncompressed is also left uncompressed here. The
+//! table starts zeroed, which is what a fresh slot table holds; liblzf leaves it uninitialised,
+//! which can only differ by offering an extra (still valid) match.
+//!
+//! The decompressor trusts nothing: every back-reference is checked against the output produced
+//! so far and the stated length, so corrupt input yields an error, never a panic.
+
+const HLOG: u32 = 16;
+const HSIZE: usize = 1 << HLOG;
+const MAX_LIT: usize = 1 << 5;
+const MAX_OFF: usize = 1 << 13;
+const MAX_REF: usize = (1 << 8) + (1 << 3);
+
+/// The slot of a 3-byte window whose bytes are the low 24 bits of `h` (liblzf's VERY_FAST hash).
+#[inline]
+fn idx(h: u32) -> usize {
+    ((h >> (3 * 8 - HLOG)).wrapping_sub(h.wrapping_mul(5)) as usize) & (HSIZE - 1)
+}
+
+/// Compresses `input` into at most `out_len` bytes. `None` when the result would not fit (or the
+/// input is empty), exactly when liblzf's `lzf_compress` returns 0.
+pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let in_len = input.len();
+    if in_len == 0 || out_len == 0 {
+        return None;
+    }
+    // Positions are stored as u32 offsets, as liblzf does on 64-bit hosts.
+    let mut htab = vec![0u32; HSIZE];
+    // liblzf may write up to 3 bytes past its conservative checks before the final test; size the
+    // buffer so those writes stay in bounds, then enforce `out_len` on the result.
+    let mut out = vec![0u8; out_len + 4];
+    let mut op: usize = 1; // slot 0 holds the first run's control byte
+    let mut lit: usize = 0;
+    let mut ip: usize = 0;
+    let first = |p: usize| ((input[p] as u32) << 8) | input[p + 1] as u32;
+    let mut hval: u32 = if in_len >= 2 { first(0) } else { 0 };
+
+    while in_len > 2 && ip < in_len - 2 {
+        hval = (hval << 8) | input[ip + 2] as u32;
+        let slot = idx(hval);
+        let r = htab[slot] as usize;
+        htab[slot] = ip as u32;
+        let is_match = r < ip
+            && ip - r - 1 < MAX_OFF
+            && r > 0
+            && input[r + 2] == input[ip + 2]
+            && input[r] == input[ip]
+            && input[r + 1] == input[ip + 1];
+        if is_match {
+            let off = ip - r - 1;
+            let mut len = 2usize;
+            let maxlen = (in_len - ip - len).min(MAX_REF);
+            // Conservative budget test first, then the exact one (liblzf's order).
+            if op + 3 + 1 >= out_len && op - usize::from(lit == 0) + 3 + 1 >= out_len {
+                return None;
+            }
+            out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+            op -= usize::from(lit == 0);
+            // liblzf first compares up to 16 bytes unchecked when `maxlen > 16` (the input holds
+            // at least 19 bytes from `ip` then), which can extend a match by one or two bytes
+            // past `maxlen` near the end of the input; reproduce that.
+            let mut mismatch = false;
+            if maxlen > 16 {
+                for _ in 0..16 {
+                    len += 1;
+                    if input[r + len] != input[ip + len] {
+                        mismatch = true;
+                        break;
+                    }
+                }
+            }
+            if !mismatch {
+                loop {
+                    len += 1;
+                    if len >= maxlen || input[r + len] != input[ip + len] {
+                        break;
+                    }
+                }
+            }
+            len -= 2;
+            ip += 1;
+            if len < 7 {
+                out[op] = ((off >> 8) + (len << 5)) as u8;
+                op += 1;
+            } else {
+                out[op] = ((off >> 8) + (7 << 5)) as u8;
+                out[op + 1] = (len - 7) as u8;
+                op += 2;
+            }
+            out[op] = off as u8;
+            op += 1;
+            lit = 0;
+            op += 1;
+            ip += len + 1;
+            if ip >= in_len - 2 {
+                break;
+            }
+            // Hash the last two positions of the match (VERY_FAST).
+            ip -= 2;
+            hval = first(ip);
+            hval = (hval << 8) | input[ip + 2] as u32;
+            htab[idx(hval)] = ip as u32;
+            ip += 1;
+            hval = (hval << 8) | input[ip + 2] as u32;
+            htab[idx(hval)] = ip as u32;
+            ip += 1;
+        } else {
+            if op >= out_len {
+                return None;
+            }
+            lit += 1;
+            out[op] = input[ip];
+            op += 1;
+            ip += 1;
+            if lit == MAX_LIT {
+                out[op - lit - 1] = (lit - 1) as u8;
+                lit = 0;
+                op += 1;
+            }
+        }
+    }
+    if op + 3 > out_len {
+        return None;
+    }
+    while ip < in_len {
+        lit += 1;
+        out[op] = input[ip];
+        op += 1;
+        ip += 1;
+        if lit == MAX_LIT {
+            out[op - lit - 1] = (lit - 1) as u8;
+            lit = 0;
+            op += 1;
+        }
+    }
+    out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+    op -= usize::from(lit == 0);
+    if op > out_len {
+        return None;
+    }
+    out.truncate(op);
+    Some(out)
+}
+
+/// Why an LZF stream was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LzfError {
+    #[error("LZF data ends inside a literal run or back-reference")]
+    Truncated,
+    #[error("LZF back-reference points before the start of the output")]
+    BadReference,
+    #[error("LZF data decompresses to a length other than the stated one")]
+    WrongLength,
+}
+
+/// Decompresses `input`, which must produce exactly `out_len` bytes, appending to `out`
+/// (whose capacity the caller has already reserved).
+pub fn decompress_into(input: &[u8], out_len: usize, out: &mut Vec<u8>) -> Result<(), LzfError> {
+    let base = out.len();
+    let end = base + out_len;
+    let mut ip = 0usize;
+    while ip < input.len() {
+        let ctrl = input[ip] as usize;
+        ip += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            let lits = input.get(ip..ip + n).ok_or(LzfError::Truncated)?;
+            if out.len() + n > end {
+                return Err(LzfError::WrongLength);
+            }
+            out.extend_from_slice(lits);
+            ip += n;
+        } else {
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += *input.get(ip).ok_or(LzfError::Truncated)? as usize;
+                ip += 1;
+            }
+            let low = *input.get(ip).ok_or(LzfError::Truncated)? as usize;
+            ip += 1;
+            let dist = ((ctrl & 31) << 8) + low + 1;
+            let len = len + 2;
+            let produced = out.len() - base;
+            if dist > produced {
+                return Err(LzfError::BadReference);
+            }
+            if out.len() + len > end {
+                return Err(LzfError::WrongLength);
+            }
+            let from = out.len() - dist;
+            if dist >= len {
+                out.extend_from_within(from..from + len);
+            } else {
+                // Overlapping copy: byte by byte, as the format defines it.
+                for i in 0..len {
+                    let b = out[from + i];
+                    out.push(b);
+                }
+            }
+        }
+    }
+    if out.len() != end {
+        return Err(LzfError::WrongLength);
+    }
+    Ok(())
+}
+
+/// Decompresses into a new vector of exactly `out_len` bytes.
+pub fn decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, LzfError> {
+    let mut out = Vec::with_capacity(out_len);
+    decompress_into(input, out_len, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn spec_example_forty_as() {
+        let input = vec![b'a'; 40];
+        let c = compress(&input, 36).unwrap();
+        assert_eq!(c, [0x01, 0x61, 0x61, 0xE0, 0x1B, 0x00, 0x01, 0x61, 0x61]);
+        assert_eq!(decompress(&c, 40).unwrap(), input);
+    }
+
+    #[test]
+    fn incompressible_data_is_refused_within_budget() {
+        let input: Vec<u8> = (0..100u32).map(|i| (i * 97 % 251) as u8).collect();
+        assert!(compress(&input, input.len() - 4).is_none());
+    }
+
+    #[test]
+    fn corrupt_streams_are_errors() {
+        assert_eq!(decompress(&[0x05, 1, 2], 6), Err(LzfError::Truncated));
+        assert_eq!(decompress(&[0x20, 0x00], 3), Err(LzfError::BadReference));
+        assert_eq!(decompress(&[0x00, 1], 2), Err(LzfError::WrongLength));
+        assert_eq!(decompress(&[0x01, 1, 2], 1), Err(LzfError::WrongLength));
+        assert_eq!(decompress(&[0xE0], 10), Err(LzfError::Truncated));
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(data in prop::collection::vec(prop::sample::select(vec![0u8, 1, 2, b'a', 255]), 0..3000)) {
+            if let Some(c) = compress(&data, data.len() + 64) {
+                prop_assert_eq!(decompress(&c, data.len()).unwrap(), data);
+            } else {
+                prop_assert!(data.is_empty());
+            }
+        }
+
+        #[test]
+        fn round_trip_random(data in prop::collection::vec(any::<u8>(), 1..2000)) {
+            let c = compress(&data, data.len() + 64).unwrap();
+            prop_assert_eq!(decompress(&c, data.len()).unwrap(), data);
+        }
+
+        #[test]
+        fn decompress_never_panics(data in prop::collection::vec(any::<u8>(), 0..200), n in 0usize..2000) {
+            let _ = decompress(&data, n);
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! The RDB reader: files written by Redis 7.x / 8.x (versions 1–12) and by hyperbloom, and DUMP
+//! payloads.
+//!
+//! # Trust nothing
+//!
+//! The input may be truncated, corrupt or crafted. The reader knows how many bytes remain (the file
+//! size, or the payload length), so every length is checked against what is left *before* anything
+//! is allocated for it; an LZF string's stated original length is also checked against the most the
+//! compressed bytes could expand to (a 3-byte back-reference yields at most 264 bytes), and large
+//! buffers are reserved with `try_reserve_exact`. Every error carries the byte offset where it was
+//! detected, and type errors name the key. Nothing here panics on bad input.
+//!
+//! # What is accepted
+//!
+//! String values (type 0, all three string encodings), RedisBloom module values (type 7:
+//! `MBbloom--` and `MBbloomCF`, `module.rs`), expiries in seconds or milliseconds, AUX fields
+//! (ignored, `%`-prefixed ones logged by the caller), RESIZEDB and SLOT_INFO hints, IDLE/FREQ
+//! (ignored: hyperbloom keeps no LRU/LFU data), MODULE_AUX and FUNCTION2 records and type-7 values of
+//! other modules (skipped and reported). Any other value type stops the load with
+//! [`RdbError::Unsupported`]: the format has no per-record length, so it cannot be skipped.
+
+use std::io::Read;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::persistence::{crc64, lzf};
+use crate::store::Value;
+
+/// How a load treats the data.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Verify the CRC-64 (`rdbchecksum`).
+    pub verify_checksum: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            verify_checksum: true,
+        }
+    }
+}
+
+/// What a load found besides the keys.
+#[derive(Debug, Default, Clone)]
+pub struct LoadStats {
+    pub version: u32,
+    pub keys_loaded: u64,
+    pub keys_expired: u64,
+    /// Human-readable notes about records that were ignored (other modules' values, functions...).
+    pub skipped: Vec<String>,
+    /// AUX fields, in file order.
+    pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The stored checksum was zero (not computed by the writer).
+    pub checksum_absent: bool,
+}
+
+/// A length or a special string encoding (§2.1).
+enum Len {
+    Len(u64),
+    Enc(u8),
+}
+
+/// Reads RDB items from `R`, tracking the offset, the bytes left and the running CRC.
+pub struct RdbReader<R: Read> {
+    r: R,
+    pos: u64,
+    limit: u64,
+    crc: crc64::Crc64Digest,
+}
+
+impl<R: Read> RdbReader<R> {
+    /// `size` is the total number of bytes `r` will yield (the file size or payload length).
+    pub fn new(r: R, size: u64) -> RdbReader<R> {
+        RdbReader {
+            r,
+            pos: 0,
+            limit: size,
+            crc: crc64::digest(),
+        }
+    }
+
+    /// Current byte offset.
+    pub fn offset(&self) -> u64 {
+        self.pos
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.limit - self.pos
+    }
+
+    pub fn corrupt(&self, what: impl Into<String>) -> RdbError {
+        RdbError::corrupt(what, self.pos)
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), RdbError> {
+        if (buf.len() as u64) > self.remaining() {
+            return Err(RdbError::Truncated { offset: self.pos });
+        }
+        self.r.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                RdbError::Truncated { offset: self.pos }
+            } else {
+                RdbError::Io(e)
+            }
+        })?;
+        self.crc.update(buf);
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    pub fn byte(&mut self) -> Result<u8, RdbError> {
+        let mut b = [0u8; 1];
+        self.fill(&mut b)?;
+        Ok(b[0])
+    }
+
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
+        let mut b = [0u8; N];
+        self.fill(&mut b)?;
+        Ok(b)
+    }
+
+    /// `n` bytes into a new vector; `n` is checked against the bytes left first.
+    pub fn bytes(&mut self, n: u64) -> Result<Vec<u8>, RdbError> {
+        if n > self.remaining() {
+            return Err(RdbError::Truncated { offset: self.pos });
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(n as usize)
+            .map_err(|_| self.corrupt(format!("cannot allocate {n} bytes")))?;
+        v.resize(n as usize, 0);
+        self.fill(&mut v)?;
+        Ok(v)
+    }
+
+    fn len_or_enc(&mut self) -> Result<Len, RdbError> {
+        let b = self.byte()?;
+        Ok(match b >> 6 {
+            0 => Len::Len((b & 0x3f) as u64),
+            1 => Len::Len((((b & 0x3f) as u64) << 8) | self.byte()? as u64),
+            2 => match b {
+                0x80 => Len::Len(u32::from_be_bytes(self.array()?) as u64),
+                0x81 => Len::Len(u64::from_be_bytes(self.array()?)),
+                _ => {
+                    return Err(RdbError::corrupt(
+                        format!("unknown length encoding 0x{b:02x}"),
+                        self.pos - 1,
+                    ))
+                }
+            },
+            _ => Len::Enc(b & 0x3f),
+        })
+    }
+
+    /// A length (§2.1); a special encoding here is corruption.
+    #[allow(clippy::len_without_is_empty)] // reads a length field; not a container size
+    pub fn len(&mut self) -> Result<u64, RdbError> {
+        match self.len_or_enc()? {
+            Len::Len(n) => Ok(n),
+            Len::Enc(_) => Err(self.corrupt("string encoding where a length was expected")),
+        }
+    }
+
+    /// A string in any of its encodings (§2.2).
+    pub fn string(&mut self) -> Result<Vec<u8>, RdbError> {
+        match self.len_or_enc()? {
+            Len::Len(n) => self.bytes(n),
+            Len::Enc(0) => Ok((self.byte()? as i8).to_string().into_bytes()),
+            Len::Enc(1) => Ok(i16::from_le_bytes(self.array()?).to_string().into_bytes()),
+            Len::Enc(2) => Ok(i32::from_le_bytes(self.array()?).to_string().into_bytes()),
+            Len::Enc(3) => {
+                let at = self.pos;
+                let clen = self.len()?;
+                let olen = self.len()?;
+                if clen > self.remaining() {
+                    return Err(RdbError::Truncated { offset: self.pos });
+                }
+                if olen > clen.saturating_mul(88) {
+                    return Err(RdbError::corrupt(
+                        format!("LZF string claims {olen} bytes from {clen} compressed bytes"),
+                        at,
+                    ));
+                }
+                let c = self.bytes(clen)?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(olen as usize)
+                    .map_err(|_| self.corrupt(format!("cannot allocate {olen} bytes")))?;
+                lzf::decompress_into(&c, olen as usize, &mut out)
+                    .map_err(|e| RdbError::corrupt(e.to_string(), at))?;
+                Ok(out)
+            }
+            Len::Enc(e) => Err(RdbError::corrupt(
+                format!("unknown string encoding {e}"),
+                self.pos - 1,
+            )),
+        }
+    }
+
+    /// Skips a string without keeping it (AUX values we ignore, FUNCTION2 bodies).
+    pub fn skip_string(&mut self) -> Result<(), RdbError> {
+        self.string().map(|_| ())
+    }
+
+    // -- module opcode stream ---------------------------------------------------------------------
+
+    fn expect_opcode(&mut self, want: u64, what: &str) -> Result<(), RdbError> {
+        let at = self.pos;
+        let op = self.len()?;
+        if op != want {
+            return Err(RdbError::corrupt(
+                format!("module field {what}: expected opcode {want}, found {op}"),
+                at,
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn module_uint(&mut self, what: &str) -> Result<u64, RdbError> {
+        self.expect_opcode(MOD_UINT, what)?;
+        self.len()
+    }
+
+    pub fn module_double(&mut self, what: &str) -> Result<f64, RdbError> {
+        self.expect_opcode(MOD_DOUBLE, what)?;
+        Ok(f64::from_le_bytes(self.array()?))
+    }
+
+    pub fn module_string(&mut self, what: &str) -> Result<Vec<u8>, RdbError> {
+        self.expect_opcode(MOD_STRING, what)?;
+        self.string()
+    }
+
+    pub fn module_eof(&mut self) -> Result<(), RdbError> {
+        let at = self.pos;
+        if self.len()? != MOD_EOF {
+            return Err(RdbError::corrupt(
+                "module value not terminated by the proper module value EOF marker",
+                at,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Walks an opcode stream to its EOF without interpreting it (other modules' values, MODULE_AUX).
+    pub fn skip_module_stream(&mut self) -> Result<(), RdbError> {
+        loop {
+            let at = self.pos;
+            match self.len()? {
+                MOD_EOF => return Ok(()),
+                MOD_SINT | MOD_UINT => {
+                    self.len()?;
+                }
+                MOD_FLOAT => {
+                    self.array::<4>()?;
+                }
+                MOD_DOUBLE => {
+                    self.array::<8>()?;
+                }
+                MOD_STRING => self.skip_string()?,
+                op => {
+                    return Err(RdbError::corrupt(format!("unknown module opcode {op}"), at));
+                }
+            }
+        }
+    }
+
+    // -- values and files -------------------------------------------------------------------------
+
+    /// A value of type `ty` for `key` (which is only used in messages). `Ok(None)` for a module
+    /// value of a type hyperbloom does not serve, which has been skipped (`skipped` says which).
+    pub fn value(
+        &mut self,
+        ty: u8,
+        key: &[u8],
+        type_at: u64,
+        skipped: &mut Vec<String>,
+    ) -> Result<Option<Value>, RdbError> {
+        match ty {
+            TYPE_STRING => Ok(Some(Value::Str(self.string()?))),
+            TYPE_MODULE_2 => module::read_value(self, key, skipped),
+            _ => Err(RdbError::Unsupported {
+                ty,
+                key: printable_key(key),
+                offset: type_at,
+            }),
+        }
+    }
+
+    /// Reads the magic and version.
+    pub fn header(&mut self) -> Result<u32, RdbError> {
+        let magic: [u8; 9] = self.array().map_err(|e| match e {
+            RdbError::Truncated { .. } => RdbError::BadMagic,
+            e => e,
+        })?;
+        if &magic[..5] != b"REDIS" || !magic[5..].iter().all(u8::is_ascii_digit) {
+            return Err(RdbError::BadMagic);
+        }
+        let version: u32 = std::str::from_utf8(&magic[5..])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(RdbError::BadMagic)?;
+        if version < 1 || version > RDB_MAX_READ_VERSION as u32 {
+            return Err(RdbError::Version(version));
+        }
+        Ok(version)
+    }
+
+    /// Reads a whole file, handing each live key to `sink(db, key, value, expire_ms)`.
+    /// Keys whose expiry is at or before `now_ms` are dropped (counted in `keys_expired`), as a
+    /// Redis primary does.
+    pub fn load_file(
+        mut self,
+        opts: LoadOptions,
+        now_ms: u64,
+        mut sink: impl FnMut(usize, Bytes, Value, Option<u64>) -> Result<(), RdbError>,
+    ) -> Result<LoadStats, RdbError> {
+        let mut stats = LoadStats {
+            version: self.header()?,
+            ..Default::default()
+        };
+        let mut db: usize = 0;
+        let mut expire: Option<i64> = None;
+        loop {
+            let type_at = self.pos;
+            let op = self.byte()?;
+            match op {
+                OP_EOF => break,
+                OP_SELECTDB => {
+                    let n = self.len()?;
+                    db = usize::try_from(n).map_err(|_| {
+                        RdbError::corrupt(format!("database {n} out of range"), type_at)
+                    })?;
+                }
+                OP_RESIZEDB => {
+                    self.len()?;
+                    self.len()?;
+                }
+                OP_SLOT_INFO => {
+                    self.len()?;
+                    self.len()?;
+                    self.len()?;
+                }
+                OP_EXPIRETIME_MS => expire = Some(i64::from_le_bytes(self.array()?)),
+                OP_EXPIRETIME => {
+                    expire = Some(i32::from_le_bytes(self.array()?) as i64 * 1000);
+                }
+                OP_IDLE => {
+                    self.len()?;
+                }
+                OP_FREQ => {
+                    self.byte()?;
+                }
+                OP_AUX => {
+                    let k = self.string()?;
+                    let v = self.string()?;
+                    stats.aux.push((k, v));
+                }
+                OP_MODULE_AUX => {
+                    let id = self.len()?;
+                    let at = self.pos;
+                    if self.len()? != MOD_UINT {
+                        return Err(RdbError::corrupt("MODULE_AUX without its when field", at));
+                    }
+                    self.len()?;
+                    self.skip_module_stream()?;
+                    stats.skipped.push(format!(
+                        "module aux data of module type {}",
+                        module_name(id)
+                    ));
+                }
+                OP_FUNCTION2 => {
+                    self.skip_string()?;
+                    stats.skipped.push("a function library".to_string());
+                }
+                OP_FUNCTION_PRE_GA => {
+                    return Err(RdbError::corrupt(
+                        "pre-release FUNCTION record is not supported",
+                        type_at,
+                    ));
+                }
+                ty => {
+                    let key = self.string()?;
+                    let value = self.value(ty, &key, type_at, &mut stats.skipped)?;
+                    let exp = expire.take();
+                    let Some(value) = value else { continue };
+                    match exp {
+                        Some(t) if t <= now_ms as i64 => stats.keys_expired += 1,
+                        _ => {
+                            sink(db, Bytes::from(key), value, exp.map(|t| t as u64))?;
+                            stats.keys_loaded += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let computed = self.crc.clone().finalize();
+        if stats.version >= 5 {
+            let stored = u64::from_le_bytes(self.array()?);
+            if stored == 0 {
+                stats.checksum_absent = true;
+            } else if opts.verify_checksum && stored != computed {
+                return Err(RdbError::Checksum {
+                    expected: computed,
+                    stored,
+                });
+            }
+        }
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(b: &[u8]) -> RdbReader<&[u8]> {
+        RdbReader::new(b, b.len() as u64)
+    }
+
+    #[test]
+    fn lengths_in_all_forms() {
+        assert_eq!(reader(&[0x3f]).len().unwrap(), 63);
+        assert_eq!(reader(&[0x40, 0x40]).len().unwrap(), 64);
+        assert_eq!(reader(&[0x80, 0, 0, 0x40, 0]).len().unwrap(), 16384);
+        assert_eq!(
+            reader(&[0x81, 0, 0, 0, 1, 0, 0, 0, 0]).len().unwrap(),
+            1 << 32
+        );
+        assert!(reader(&[0x82]).len().is_err());
+        assert!(reader(&[0x80, 0]).len().is_err());
+    }
+
+    #[test]
+    fn strings_in_all_encodings() {
+        assert_eq!(reader(&[0xC0, 0xff]).string().unwrap(), b"-1");
+        assert_eq!(reader(&[0xC1, 0x39, 0x30]).string().unwrap(), b"12345");
+        assert_eq!(
+            reader(&[0xC2, 0x06, 0x12, 0x0f, 0x00]).string().unwrap(),
+            b"987654"
+        );
+        assert_eq!(
+            reader(&[0xC3, 0x09, 0x28, 0x01, 0x61, 0x61, 0xE0, 0x1B, 0x00, 0x01, 0x61, 0x61])
+                .string()
+                .unwrap(),
+            vec![b'a'; 40]
+        );
+    }
+
+    #[test]
+    fn impossible_lengths_are_refused_before_allocating() {
+        // A 4 GiB plain string in a 10-byte input.
+        let e = reader(&[0x80, 0xff, 0xff, 0xff, 0xff, 1, 2, 3])
+            .string()
+            .unwrap_err();
+        assert!(matches!(e, RdbError::Truncated { .. }), "{e}");
+        // An LZF string claiming 2^40 bytes from 3.
+        let e = reader(&[0xC3, 0x03, 0x81, 0, 0, 1, 0, 0, 0, 0, 0, 0x00, 0x61, 0x61])
+            .string()
+            .unwrap_err();
+        assert!(e.to_string().contains("LZF"), "{e}");
+    }
+}

@@ -1,0 +1,342 @@
+//! Writing snapshots to disk: crash safety, SAVE, BGSAVE without fork, and the save points.
+//!
+//! # Crash safety
+//!
+//! A snapshot is written to `temp-<pid>-<n>.rdb` in `dir`, flushed and `fsync`ed, then renamed over
+//! `dbfilename`, and the directory is `fsync`ed so the rename itself is durable. A crash (even
+//! `kill -9`) at any point leaves either the old file or the new one, both complete. A failed save
+//! removes its temporary file, keeps the old snapshot, logs why, and records the reason for INFO.
+//!
+//! # BGSAVE without fork
+//!
+//! Redis forks and lets the kernel share pages copy-on-write. hyperbloom is multi-threaded, where a
+//! fork is unsafe, so it builds the copy-on-write snapshot itself: under the keyspace lock it clones
+//! every database (`Db::snapshot`). Strings are copied; filters clone only their page tables,
+//! because their bit arrays live in `Arc` pages that a later write copies one page at a time. The
+//! lock is then released and a plain thread serialises the clone. The thread never touches shared
+//! state: it leaves its outcome in the [`BgJob`], and the server cron (or the next SAVE, BGSAVE,
+//! LASTSAVE or INFO) collects it — the way Redis's cron reaps its child — updating LASTSAVE, the
+//! bgsave status and the change counter (only the changes made *before* the snapshot are cleared).
+//!
+//! A synchronous save while a background save runs (SHUTDOWN, DEBUG RELOAD, SIGTERM) cancels the
+//! background one first; the cancel flag is checked under the same lock as the final rename, so a
+//! stale background file can never replace a newer one.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::rdb::{RdbWriter, SaveOptions};
+use crate::server::Shared;
+use crate::store::db::DbSnapshot;
+use crate::store::Store;
+
+/// Serialises the final rename of every save against cancellation.
+static RENAME_LOCK: Mutex<()> = Mutex::new(());
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A background save in flight.
+#[derive(Debug)]
+pub struct BgJob {
+    /// Set by a synchronous save that supersedes this one.
+    pub cancel: AtomicBool,
+    /// The outcome once finished: bytes written, or the reason it failed.
+    pub outcome: Mutex<Option<Result<u64, String>>>,
+    /// The change counter when the snapshot was taken.
+    pub dirty_at_start: u64,
+    pub started: Instant,
+}
+
+/// Where the snapshot goes and how it is written, read from the config.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub dir: PathBuf,
+    pub filename: String,
+    pub opts: SaveOptions,
+}
+
+impl Target {
+    pub fn from_shared(shared: &Shared) -> Target {
+        let c = shared.config();
+        Target {
+            dir: PathBuf::from(&c.dir),
+            filename: c.dbfilename.clone(),
+            opts: SaveOptions {
+                compression: c.rdbcompression,
+                checksum: c.rdbchecksum,
+            },
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.filename)
+    }
+}
+
+/// Writes a complete snapshot file through `body` with the crash-safety protocol of the module
+/// docs. Returns the file size.
+pub fn write_file(
+    target: &Target,
+    cancel: Option<&AtomicBool>,
+    body: impl FnOnce(&mut RdbWriter<BufWriter<File>>) -> std::io::Result<()>,
+) -> Result<u64, String> {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = target
+        .dir
+        .join(format!("temp-{}-{n}.rdb", std::process::id()));
+    let result = write_temp(&tmp, target, cancel, body);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn write_temp(
+    tmp: &Path,
+    target: &Target,
+    cancel: Option<&AtomicBool>,
+    body: impl FnOnce(&mut RdbWriter<BufWriter<File>>) -> std::io::Result<()>,
+) -> Result<u64, String> {
+    let file = File::create(tmp).map_err(|e| {
+        format!(
+            "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
+            tmp.display(),
+            target.dir.display()
+        )
+    })?;
+    let io_err = |e: std::io::Error| format!("Write error saving DB on disk: {e}");
+    let mut w = RdbWriter::new(BufWriter::with_capacity(1 << 20, file), target.opts);
+    let ctime = crate::commands::now_ms() / 1000;
+    w.header(ctime, crate::server::alloc::used_memory() as u64)
+        .map_err(io_err)?;
+    body(&mut w).map_err(io_err)?;
+    let (buf, size) = w.finish().map_err(io_err)?;
+    let file = buf.into_inner().map_err(|e| io_err(e.into_error()))?;
+    file.sync_all().map_err(io_err)?;
+    drop(file);
+    let _guard = RENAME_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+        return Err("background save cancelled by a newer save".into());
+    }
+    let path = target.path();
+    std::fs::rename(tmp, &path).map_err(|e| {
+        format!(
+            "Error moving temp DB file {} on the final destination {} (in server root dir {}): {e}",
+            tmp.display(),
+            path.display(),
+            target.dir.display()
+        )
+    })?;
+    // Make the rename durable. Failing to open a directory for fsync is not fatal on every
+    // platform, but it is on Linux if it happens; report it.
+    File::open(&target.dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("Failed to fsync directory {}: {e}", target.dir.display()))?;
+    Ok(size)
+}
+
+/// Writes every database of a live store (SAVE, SHUTDOWN: the lock is held by the caller).
+pub fn write_store<W: std::io::Write>(w: &mut RdbWriter<W>, store: &Store) -> std::io::Result<()> {
+    for (i, db) in store.dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        w.select_db(i, db.len() as u64, db.expires_count() as u64)?;
+        for (k, v, exp) in db.entries() {
+            w.entry(k, v, exp)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes cloned databases (BGSAVE).
+pub fn write_snapshots<W: std::io::Write>(
+    w: &mut RdbWriter<W>,
+    dbs: &[(usize, DbSnapshot)],
+) -> std::io::Result<()> {
+    for (i, snap) in dbs {
+        if snap.entries.is_empty() {
+            continue;
+        }
+        let expires = snap.entries.iter().filter(|e| e.2.is_some()).count();
+        w.select_db(*i, snap.entries.len() as u64, expires as u64)?;
+        for (k, v, exp) in &snap.entries {
+            w.entry(k, v, *exp)?;
+        }
+    }
+    Ok(())
+}
+
+/// A synchronous save of `store` (SAVE, SHUTDOWN, DEBUG RELOAD, SIGTERM). Cancels a background
+/// save in flight. Updates LASTSAVE and the status on success; logs and records the reason on
+/// failure.
+pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
+    let target = Target::from_shared(shared);
+    cancel_bgsave(shared);
+    let started = Instant::now();
+    let result = write_file(&target, None, |w| write_store(w, store));
+    let mut p = shared.persistence();
+    match &result {
+        Ok(size) => {
+            tracing::info!(
+                "DB saved on disk ({size} bytes in {:.3}s)",
+                started.elapsed().as_secs_f64()
+            );
+            let dirty = store.dirty();
+            store.reset_dirty(dirty);
+            p.last_save_unix = crate::commands::now_ms() / 1000;
+            p.last_bgsave_ok = true;
+            p.saves += 1;
+            p.last_error = None;
+        }
+        Err(e) => {
+            tracing::warn!("Error saving DB on disk: {e}");
+            p.last_error = Some(e.clone());
+        }
+    }
+    result
+}
+
+/// Asks a running background save to give up (its result will be discarded).
+fn cancel_bgsave(shared: &Shared) {
+    let mut p = shared.persistence();
+    if let Some(job) = p.job.take() {
+        job.cancel.store(true, Ordering::SeqCst);
+        p.bgsave_in_progress = false;
+        p.bgsave_started = None;
+        p.bgsave_scheduled = false;
+        tracing::info!("Background saving cancelled: a foreground save supersedes it");
+    }
+}
+
+/// Why a background save could not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgsaveRefused {
+    InProgress,
+}
+
+/// Starts a background save: clones the keyspace now (the caller holds the lock) and serialises the
+/// clone on a thread.
+pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused> {
+    let target = Target::from_shared(shared);
+    let mut p = shared.persistence();
+    if p.job.is_some() {
+        return Err(BgsaveRefused::InProgress);
+    }
+    let clone_started = Instant::now();
+    let dbs: Vec<(usize, DbSnapshot)> = store
+        .dbs
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(i, d)| (i, d.snapshot()))
+        .collect();
+    let job = Arc::new(BgJob {
+        cancel: AtomicBool::new(false),
+        outcome: Mutex::new(None),
+        dirty_at_start: store.dirty(),
+        started: Instant::now(),
+    });
+    p.job = Some(job.clone());
+    p.bgsave_in_progress = true;
+    p.bgsave_started = Some(Instant::now());
+    p.last_bgsave_try_unix = crate::commands::now_ms() / 1000;
+    p.bgsave_scheduled = false;
+    drop(p);
+    tracing::info!(
+        "Background saving started (snapshot taken in {:.3} ms)",
+        clone_started.elapsed().as_secs_f64() * 1000.0
+    );
+    let spawned = std::thread::Builder::new()
+        .name("bgsave".into())
+        .spawn(move || {
+            let result = write_file(&target, Some(&job.cancel), |w| write_snapshots(w, &dbs));
+            drop(dbs);
+            *job.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        });
+    if let Err(e) = spawned {
+        let mut p = shared.persistence();
+        if let Some(job) = p.job.take() {
+            *job.outcome.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Err(format!("cannot start the save thread: {e}")));
+            p.job = Some(job);
+        }
+    }
+    Ok(())
+}
+
+/// Collects a finished background save: updates the status and the change counter, and starts a
+/// scheduled BGSAVE. Called by the cron and by the persistence commands (lock held).
+pub fn poll_bgsave(shared: &Shared, store: &mut Store) {
+    let mut p = shared.persistence();
+    let Some(job) = p.job.clone() else {
+        let scheduled = p.bgsave_scheduled;
+        drop(p);
+        if scheduled {
+            let _ = start_bgsave(shared, store);
+        }
+        return;
+    };
+    let outcome = job.outcome.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(outcome) = outcome else { return };
+    p.job = None;
+    p.bgsave_in_progress = false;
+    p.bgsave_started = None;
+    p.last_bgsave_duration_sec = job.started.elapsed().as_secs() as i64;
+    match outcome {
+        Ok(size) => {
+            tracing::info!(
+                "Background saving terminated with success ({size} bytes in {:.3}s)",
+                job.started.elapsed().as_secs_f64()
+            );
+            store.reset_dirty(job.dirty_at_start);
+            p.last_save_unix = crate::commands::now_ms() / 1000;
+            p.last_bgsave_ok = true;
+            p.saves += 1;
+            p.last_error = None;
+        }
+        Err(e) => {
+            tracing::warn!("Background saving error: {e}");
+            p.last_bgsave_ok = false;
+            p.last_error = Some(e);
+        }
+    }
+    let scheduled = p.bgsave_scheduled;
+    drop(p);
+    if scheduled {
+        let _ = start_bgsave(shared, store);
+    }
+}
+
+/// Redis waits this long before retrying a save point after a failed background save.
+const BGSAVE_RETRY_DELAY_SECS: u64 = 5;
+
+/// The save points: start a BGSAVE when, for some `save <seconds> <changes>`, at least `changes`
+/// changes happened and `seconds` passed since the last successful save.
+pub fn check_save_points(shared: &Shared, store: &mut Store) {
+    poll_bgsave(shared, store);
+    let points = shared.config().save.clone();
+    if points.is_empty() {
+        return;
+    }
+    let dirty = store.dirty();
+    let now = crate::commands::now_ms() / 1000;
+    let p = shared.persistence();
+    if p.job.is_some() {
+        return;
+    }
+    let since_save = now.saturating_sub(p.last_save_unix);
+    let may_retry =
+        p.last_bgsave_ok || now.saturating_sub(p.last_bgsave_try_unix) > BGSAVE_RETRY_DELAY_SECS;
+    drop(p);
+    for (secs, changes) in points {
+        if dirty >= changes && since_save > secs && may_retry {
+            tracing::info!("{changes} changes in {secs} seconds. Saving...");
+            let _ = start_bgsave(shared, store);
+            break;
+        }
+    }
+}

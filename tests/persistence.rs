@@ -1,0 +1,408 @@
+//! Snapshots end to end: SAVE / BGSAVE / LASTSAVE / DEBUG RELOAD / SHUTDOWN, reload at startup,
+//! crash safety (kill -9 during BGSAVE, failed writes), corrupt and truncated files, an unwritable
+//! directory (the save fails cleanly, INFO says why, MISCONF, the server keeps serving).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hyperbloom::persistence::rdb::{RdbWriter, SaveOptions};
+use hyperbloom::persistence::snapshot::{self, Target};
+use hyperbloom::store::{Store, Value};
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "hb-persist-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start_in(dir: &Path, extra: &[&str]) -> common::TestServer {
+    let mut args = vec!["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"];
+    args.extend_from_slice(extra);
+    common::start_with(&args)
+}
+
+/// Starting on `dir` must fail; returns the error text.
+fn start_fails(dir: &Path) -> String {
+    let config = hyperbloom::config::Config::from_args(&[
+        "--port".to_string(),
+        "0".into(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+        "--save".into(),
+        "".into(),
+        "--dir".into(),
+        dir.to_str().unwrap().into(),
+    ])
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        match hyperbloom::server::start(config).await {
+            Ok(h) => {
+                h.stop().await;
+                panic!("server started on a bad snapshot");
+            }
+            Err(e) => e.to_string(),
+        }
+    })
+}
+
+fn info_field(c: &mut common::RawConn, field: &str) -> String {
+    let r = c.cmd_str(&["INFO", "persistence"]);
+    let text = String::from_utf8_lossy(&r).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn wait_bgsave(c: &mut common::RawConn) {
+    let start = Instant::now();
+    while info_field(c, "rdb_bgsave_in_progress") != "0" {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "BGSAVE never ended"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn fill(c: &mut common::RawConn) {
+    assert_eq!(c.cmd_str(&["SET", "s", "hello"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "n", "12345"]), b"+OK\r\n");
+    let big = "abc".repeat(1000);
+    assert_eq!(c.cmd_str(&["SET", "big", &big]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd(&[b"SET", b"bin\x00\xff", b"\x00\r\n\xff"]),
+        b"+OK\r\n"
+    );
+    // An expiring key through RESTORE (works whatever TTL commands this build has).
+    let payload = c.cmd_str(&["DUMP", "s"]);
+    let payload =
+        &payload[payload.iter().position(|&b| b == b'\n').unwrap() + 1..payload.len() - 2];
+    assert_eq!(
+        c.cmd(&[b"RESTORE", b"exp", b"4102444800000", payload, b"ABSTTL"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "in3", "x"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SELECT", "0"]), b"+OK\r\n");
+}
+
+fn check(server: &common::TestServer) {
+    let mut c = server.raw();
+    assert_eq!(c.cmd_str(&["GET", "s"]), b"$5\r\nhello\r\n");
+    assert_eq!(c.cmd_str(&["GET", "n"]), b"$5\r\n12345\r\n");
+    let big = "abc".repeat(1000);
+    assert_eq!(
+        c.cmd_str(&["GET", "big"]),
+        format!("$3000\r\n{big}\r\n").as_bytes()
+    );
+    assert_eq!(c.cmd(&[b"GET", b"bin\x00\xff"]), b"$4\r\n\x00\r\n\xff\r\n");
+    assert_eq!(c.cmd_str(&["GET", "exp"]), b"$5\r\nhello\r\n");
+    assert_eq!(
+        server.shared.engine().store.dbs[0].expire_at(b"exp"),
+        Some(4102444800000)
+    );
+    assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "in3"]), b"$1\r\nx\r\n");
+}
+
+#[test]
+fn save_then_restart_restores_everything() {
+    let dir = tempdir("save");
+    let server = start_in(&dir, &[]);
+    let mut c = server.raw();
+    fill(&mut c);
+    assert_ne!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    let before = c.cmd_str(&["LASTSAVE"]);
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert!(c.cmd_str(&["LASTSAVE"]) >= before);
+    drop(server);
+    let server = start_in(&dir, &[]);
+    check(&server);
+    let mut c = server.raw();
+    assert_eq!(info_field(&mut c, "rdb_last_load_keys_loaded"), "6");
+    // Nothing but the snapshot is left in the directory (no temp files).
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec!["dump.rdb"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bgsave_then_restart() {
+    let dir = tempdir("bgsave");
+    let server = start_in(&dir, &[]);
+    let mut c = server.raw();
+    fill(&mut c);
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    // Writes during the save are fine and are not part of it.
+    assert_eq!(c.cmd_str(&["SET", "after", "1"]), b"+OK\r\n");
+    wait_bgsave(&mut c);
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(info_field(&mut c, "rdb_saves"), "1");
+    assert_eq!(c.cmd_str(&["BGSAVE", "FOO"]), b"-ERR syntax error\r\n");
+    drop(server);
+    let server = start_in(&dir, &[]);
+    check(&server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn debug_reload_and_shutdown_save() {
+    let dir = tempdir("reload");
+    let server = start_in(&dir, &["--enable-debug-command", "yes"]);
+    let mut c = server.raw();
+    fill(&mut c);
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    check(&server);
+    assert_eq!(c.cmd_str(&["SET", "late", "v"]), b"+OK\r\n");
+    c.send(&[b"SHUTDOWN", b"SAVE"]);
+    assert!(c.is_closed());
+    drop(server);
+    let server = start_in(&dir, &[]);
+    check(&server);
+    assert_eq!(server.raw().cmd_str(&["GET", "late"]), b"$1\r\nv\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unwritable_dir_fails_cleanly_and_sets_misconf() {
+    let dir = tempdir("unwritable");
+    let server = start_in(&dir, &["--save", "3600 1"]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let good = std::fs::read(dir.join("dump.rdb")).unwrap();
+    // Replace the directory by a file: every save must now fail (root ignores permissions).
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    assert_eq!(c.cmd_str(&["SAVE"]), b"-ERR\r\n");
+    assert!(info_field(&mut c, "rdb_last_save_error").contains("temp RDB file"));
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    wait_bgsave(&mut c);
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
+    // stop-writes-on-bgsave-error: writes refused, reads served.
+    let r = c.cmd_str(&["SET", "k", "w"]);
+    assert!(
+        r.starts_with(b"-MISCONF"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    // The directory comes back: the next BGSAVE succeeds and writes are accepted again.
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dump.rdb"), &good).unwrap();
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    wait_bgsave(&mut c);
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(c.cmd_str(&["SET", "k", "w"]), b"+OK\r\n");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn sample_store() -> Store {
+    let mut store = Store::new(16);
+    for i in 0..500u32 {
+        let k = bytes::Bytes::from(format!("key:{i}"));
+        store.dbs[(i % 3) as usize].insert(
+            k.clone(),
+            Value::Str(format!("value {i} ").repeat(i as usize % 40).into_bytes()),
+        );
+        if i % 7 == 0 {
+            store.dbs[(i % 3) as usize].set_expire(&k, 4102444800000 + i as u64);
+        }
+    }
+    store
+}
+
+fn file_of(store: &Store) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+    w.header(0, 0).unwrap();
+    snapshot::write_store(&mut w, store).unwrap();
+    w.finish().unwrap();
+    out
+}
+
+#[test]
+fn every_truncation_and_every_flipped_byte_is_refused() {
+    let store = sample_store();
+    let bytes = file_of(&store);
+    let dir = tempdir("corrupt");
+    let path = dir.join("dump.rdb");
+    // Every prefix (sampled densely at the start, where the headers are).
+    let mut cuts: Vec<usize> = (0..200.min(bytes.len())).collect();
+    cuts.extend((200..bytes.len()).step_by(7));
+    for cut in cuts {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let mut s = Store::new(16);
+        assert!(
+            hyperbloom::persistence::load_file(&path, &mut s, true).is_err(),
+            "prefix of {cut} bytes loaded"
+        );
+    }
+    // Flipped bytes: the checksum (or the parser) must catch every one; never a panic.
+    for pos in (0..bytes.len()).step_by(3) {
+        let mut b = bytes.clone();
+        b[pos] ^= 0x5a;
+        std::fs::write(&path, &b).unwrap();
+        let mut s = Store::new(16);
+        assert!(
+            hyperbloom::persistence::load_file(&path, &mut s, true).is_err(),
+            "flip at {pos} loaded"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn startup_fails_on_bad_files_naming_the_file() {
+    let dir = tempdir("startup");
+    let bytes = file_of(&sample_store());
+    let path = dir.join("dump.rdb");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let e = start_fails(&dir);
+    assert!(e.contains("dump.rdb") && e.contains("truncated"), "{e}");
+    let mut b = bytes.clone();
+    let n = b.len();
+    b[n - 20] ^= 1;
+    std::fs::write(&path, &b).unwrap();
+    let e = start_fails(&dir);
+    assert!(e.contains("dump.rdb") && e.contains("checksum"), "{e}");
+    std::fs::write(&path, b"GARBAGE!!!!!!!").unwrap();
+    let e = start_fails(&dir);
+    assert!(e.contains("bad magic"), "{e}");
+    std::fs::write(&path, b"REDIS0013\xff").unwrap();
+    let e = start_fails(&dir);
+    assert!(e.contains("version 13"), "{e}");
+    // A list value: the message names the key, the type and the offset.
+    let mut f = b"REDIS0010\xfe\x00\x01\x06mylist".to_vec();
+    f.extend_from_slice(b"\x01\x01a\xff");
+    f.extend_from_slice(&[0; 8]);
+    std::fs::write(&path, &f).unwrap();
+    let e = start_fails(&dir);
+    assert!(
+        e.contains("type 1 (LIST) at key 'mylist' is not supported (offset 11)"),
+        "{e}"
+    );
+    // A crafted huge length: refused without allocating.
+    let mut f = b"REDIS0010\xfe\x00\x00\x01k\x81\x00\x00\x10\x00\x00\x00\x00\x00".to_vec();
+    f.extend_from_slice(&[0; 8]);
+    std::fs::write(&path, &f).unwrap();
+    let e = start_fails(&dir);
+    assert!(e.contains("dump.rdb"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn failed_write_keeps_the_previous_snapshot() {
+    let dir = tempdir("abort");
+    let target = Target {
+        dir: dir.clone(),
+        filename: "dump.rdb".into(),
+        opts: SaveOptions::default(),
+    };
+    let store = sample_store();
+    snapshot::write_file(&target, None, |w| snapshot::write_store(w, &store)).unwrap();
+    let good = std::fs::read(target.path()).unwrap();
+    // A save that dies half-way (as a crash or a full disk would leave it).
+    let err = snapshot::write_file(&target, None, |w| {
+        w.raw(&[0u8; 100_000])?;
+        Err(std::io::Error::other("No space left on device"))
+    })
+    .unwrap_err();
+    assert!(err.contains("No space left"), "{err}");
+    assert_eq!(std::fs::read(target.path()).unwrap(), good);
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(names.len(), 1, "temp file left behind");
+    let mut s = Store::new(16);
+    hyperbloom::persistence::load_file(&target.path(), &mut s, true).unwrap();
+    assert_eq!(s.total_keys(), 500);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The real thing: a hyperbloom process killed with SIGKILL in the middle of a BGSAVE leaves the
+/// previous snapshot intact and loadable.
+#[test]
+fn kill_9_during_bgsave_leaves_previous_snapshot() {
+    let dir = tempdir("kill9");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let start = Instant::now();
+    let mut c = loop {
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            drop(s);
+            break common::RawConn::connect(addr);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(c.cmd_str(&["SET", "first", "1"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let good = std::fs::read(dir.join("dump.rdb")).unwrap();
+    // Enough data that the background save takes a while.
+    let value = vec![b'x'; 64 * 1024];
+    let mut batch = Vec::new();
+    for i in 0..3000 {
+        batch.extend_from_slice(&common::encode_command(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            &value,
+        ]));
+    }
+    c.send_raw(&batch);
+    for _ in 0..3000 {
+        c.read_reply();
+    }
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "rdbcompression", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    std::thread::sleep(Duration::from_millis(30));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read(dir.join("dump.rdb")).unwrap(), good);
+    let mut s = Store::new(16);
+    hyperbloom::persistence::load_file(&dir.join("dump.rdb"), &mut s, true).unwrap();
+    assert_eq!(s.total_keys(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
