@@ -5,7 +5,14 @@
 //! 07 <key> <module id, 0x81 form> { <opcode> <field> }* 00
 //! MBbloomCF v4: UINT numFilters numBuckets numItems numDeletes bucketSize maxIterations expansion
 //!               then per sub-filter: UINT numBuckets_i, STRING data (numBuckets_i × bucketSize)
+//! MBbloom-- v4: UINT size nfilters options growth
+//!               then per link: UINT entries, DOUBLE error, UINT hashes, DOUBLE bpe, UINT bits,
+//!               UINT n2, STRING bit array, UINT items in the link
 //! ```
+//!
+//! Older encodings are read too: bloom v0 lacks `bits`/`n2` (bits = entries × bpe, n2 = 0), v<2
+//! lacks `options` (0), v<4 lacks `growth` (2); cuckoo v<4 carries only numFilters, numBuckets and
+//! numItems, with one data string per equally sized sub-filter.
 //!
 //! Loading validates everything RedisBloom validates and more (hyperbloom rejects where RedisBloom
 //! would abort): headers through the store's own rules, every data string's announced length
@@ -17,6 +24,7 @@ use std::io::{Read, Write};
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
 use super::*;
+use crate::store::bloom::{RawLink, ScalingBloom};
 use crate::store::cuckoo::{self, CuckooFilter, CuckooHeader};
 use crate::store::Value;
 
@@ -31,7 +39,6 @@ pub fn read_value<R: Read>(
     key: &[u8],
     skipped: &mut Vec<String>,
 ) -> Result<Option<Value>, RdbError> {
-    let id_at = r.offset();
     let id = r.len()?;
     let name = module_name(id);
     let encver = (id & 1023) as u16;
@@ -39,15 +46,13 @@ pub fn read_value<R: Read>(
         CUCKOO_TYPE => {
             let f = read_cuckoo(r, encver)?;
             r.module_eof()?;
-            cuckoo_value(f, key, id_at)
+            Ok(Some(Value::Cuckoo(Box::new(f))))
         }
-        BLOOM_TYPE => Err(RdbError::corrupt(
-            format!(
-                "module type {BLOOM_TYPE} at key '{}' is not supported yet",
-                printable_key(key)
-            ),
-            id_at,
-        )),
+        BLOOM_TYPE => {
+            let b = read_bloom(r, encver)?;
+            r.module_eof()?;
+            Ok(Some(Value::Bloom(Box::new(b))))
+        }
         _ => {
             r.skip_module_stream()?;
             skipped.push(format!(
@@ -61,21 +66,110 @@ pub fn read_value<R: Read>(
 
 /// Writes a module value's payload (module id, fields, EOF) for the module variants of `Value`.
 pub fn write_value<W: Write>(w: &mut RdbWriter<W>, value: &Value) -> std::io::Result<()> {
-    let _ = w;
     match value {
         Value::Str(_) => Err(std::io::Error::other("not a module value")),
+        Value::Bloom(b) => write_bloom(w, b),
+        Value::Cuckoo(f) => write_cuckoo(w, f),
     }
 }
 
-/// Wraps a decoded cuckoo filter as a keyspace value.
-fn cuckoo_value(_f: CuckooFilter, key: &[u8], at: u64) -> Result<Option<Value>, RdbError> {
-    Err(RdbError::corrupt(
-        format!(
-            "module type {CUCKOO_TYPE} at key '{}' is not supported yet",
-            printable_key(key)
-        ),
-        at,
-    ))
+// ---------------------------------------------------------------------------------------------
+// MBbloom--
+// ---------------------------------------------------------------------------------------------
+
+/// The `MBbloom--` fields after the module id (without the EOF opcode).
+pub fn read_bloom<R: Read>(r: &mut RdbReader<R>, encver: u16) -> Result<ScalingBloom, RdbError> {
+    let at = r.offset();
+    if encver > ENCVER {
+        return Err(r.corrupt(format!(
+            "{BLOOM_TYPE} encoding version {encver} is newer than supported ({ENCVER})"
+        )));
+    }
+    let size = r.module_uint("size")?;
+    let nfilters = r.module_uint("nfilters")?;
+    let options = if encver >= 2 {
+        r.module_uint("options")?
+    } else {
+        0
+    };
+    let growth = if encver >= 4 {
+        r.module_uint("growth")?
+    } else {
+        2
+    };
+    let bad = |what: String| RdbError::corrupt(format!("bad {BLOOM_TYPE} value: {what}"), at);
+    let options = u32::try_from(options).map_err(|_| bad(format!("options {options}")))?;
+    let growth = u32::try_from(growth).map_err(|_| bad(format!("growth {growth}")))?;
+    if nfilters == 0 {
+        return Err(bad("no filters".into()));
+    }
+    // Each link takes well over 8 bytes of input: a count beyond that is a lie, refused before
+    // the link table is allocated.
+    if nfilters > r.remaining() / 8 {
+        return Err(bad(format!(
+            "{nfilters} filters cannot fit in the data left"
+        )));
+    }
+    let mut links: Vec<RawLink> = Vec::new();
+    links
+        .try_reserve_exact(nfilters as usize)
+        .map_err(|_| bad("cannot allocate the link table".into()))?;
+    for _ in 0..nfilters {
+        let entries = r.module_uint("entries")?;
+        let error = r.module_double("error")?;
+        let hashes = r.module_uint("hashes")?;
+        let bpe = r.module_double("bpe")?;
+        let (bits, n2) = if encver >= 1 {
+            (r.module_uint("bits")?, r.module_uint("n2")?)
+        } else {
+            ((entries as f64 * bpe) as u64, 0)
+        };
+        let data_at = r.offset();
+        let data = r.module_string("bit array")?;
+        if (data.len() as u64) < bits.div_ceil(8) {
+            return Err(RdbError::corrupt(
+                format!(
+                    "{BLOOM_TYPE} bit array is {} bytes, {bits} bits need {}",
+                    data.len(),
+                    bits.div_ceil(8)
+                ),
+                data_at,
+            ));
+        }
+        let items = r.module_uint("items in link")?;
+        links.push(RawLink {
+            entries,
+            error,
+            bpe,
+            hashes,
+            bits,
+            n2,
+            size: items,
+            data,
+        });
+    }
+    ScalingBloom::from_raw_parts(size, options, growth, links).map_err(|e| bad(format!("{e:?}")))
+}
+
+/// Module id, fields and EOF of an `MBbloom--` value (encoding version 4).
+pub fn write_bloom<W: Write>(w: &mut RdbWriter<W>, b: &ScalingBloom) -> std::io::Result<()> {
+    let id = module_id(BLOOM_TYPE, ENCVER).unwrap_or_default();
+    w.len(id)?;
+    w.module_uint(b.size())?;
+    w.module_uint(b.nfilters() as u64)?;
+    w.module_uint(b.options() as u64)?;
+    w.module_uint(b.growth() as u64)?;
+    for l in b.links() {
+        w.module_uint(l.entries())?;
+        w.module_double(l.error())?;
+        w.module_uint(l.hashes() as u64)?;
+        w.module_double(l.bpe())?;
+        w.module_uint(l.bits())?;
+        w.module_uint(l.n2() as u64)?;
+        w.module_string_pages(l.bytes(), l.bit_slices())?;
+        w.module_uint(l.size())?;
+    }
+    w.module_eof()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,6 +286,43 @@ mod tests {
         let mut w = RdbWriter::new(&mut out, SaveOptions::default());
         write_cuckoo(&mut w, &f).unwrap();
         assert_eq!(out, bytes);
+    }
+
+    #[test]
+    fn bloom_spec_value_round_trips() {
+        // rdb.md §4.3: BF.RESERVE b 0.1 2 NONSCALING; BF.ADD b x (value part, after the type byte).
+        let bytes = hex(
+            "813016e5a289bef804 0201 0201 020d 0202 0202 049a9999999999b93f 0204
+             0488168ac58c2b1340 024040 0200 0508 0040400040000040 0201 00",
+        );
+        let mut r = RdbReader::new(&bytes[..], bytes.len() as u64);
+        let id = r.len().unwrap();
+        assert_eq!(module_name(id), BLOOM_TYPE);
+        let b = read_bloom(&mut r, (id & 1023) as u16).unwrap();
+        r.module_eof().unwrap();
+        assert!(b.exists(b"x"));
+        assert_eq!(b.size(), 1);
+        let mut out = Vec::new();
+        let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+        write_bloom(&mut w, &b).unwrap();
+        assert_eq!(out, bytes);
+    }
+
+    #[test]
+    fn bloom_crafted_headers_are_refused() {
+        // nfilters = 2^40 in a tiny value: refused before allocating a link table.
+        let bytes = hex("813016e5a289bef804 0201 02810000010000000000 020d 0202 00");
+        let mut r = RdbReader::new(&bytes[..], bytes.len() as u64);
+        let id = r.len().unwrap();
+        assert!(read_bloom(&mut r, (id & 1023) as u16).is_err());
+        // Bit array shorter than bits/8.
+        let bytes = hex(
+            "813016e5a289bef804 0201 0201 020d 0202 0202 049a9999999999b93f 0204
+             0488168ac58c2b1340 024040 0200 0507 00404000400000 0201 00",
+        );
+        let mut r = RdbReader::new(&bytes[..], bytes.len() as u64);
+        let id = r.len().unwrap();
+        assert!(read_bloom(&mut r, (id & 1023) as u16).is_err());
     }
 
     #[test]

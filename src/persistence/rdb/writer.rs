@@ -166,7 +166,6 @@ impl<W: Write> RdbWriter<W> {
     pub fn value(&mut self, value: &Value) -> std::io::Result<()> {
         match value {
             Value::Str(s) => self.string(s),
-            #[allow(unreachable_patterns)]
             other => module::write_value(self, other),
         }
     }
@@ -247,8 +246,7 @@ impl<W: Write> RdbWriter<W> {
 pub fn value_type(value: &Value) -> u8 {
     match value {
         Value::Str(_) => TYPE_STRING,
-        #[allow(unreachable_patterns)]
-        _ => TYPE_MODULE_2,
+        Value::Bloom(_) | Value::Cuckoo(_) => TYPE_MODULE_2,
     }
 }
 
