@@ -1,0 +1,167 @@
+//! The way back: hyperbloom's snapshots load into real Redis. `redis-check-rdb` (Debian
+//! redis-tools) must accept a hyperbloom dump with strings, HLLs and filters, and a real
+//! `redis-server` started on a dump of strings and HLLs must answer GET / PFCOUNT / PTTL as
+//! hyperbloom did. Skipped (with a message) when the Redis binaries are not installed.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tool(name: &str) -> Option<PathBuf> {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!p.is_empty()).then(|| PathBuf::from(p))
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "hb-compat-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Fills a hyperbloom server with strings and HLLs (sparse and dense), SAVEs, and returns the
+/// replies it gives for the checks we will repeat on Redis.
+fn make_dump(dir: &std::path::Path, with_filters: bool) -> Vec<(Vec<String>, Vec<u8>)> {
+    let server = common::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
+    let mut c = server.raw();
+    c.cmd_str(&["SET", "plain", "hello world"]);
+    c.cmd_str(&["SET", "int", "987654"]);
+    c.cmd_str(&["SET", "neg", "-12"]);
+    c.cmd_str(&["SET", "long", &"compress me ".repeat(200)]);
+    c.cmd(&[b"SET", b"bin\x00key", b"\x00\x01\xff\r\n"]);
+    c.cmd_str(&["PFADD", "hll-sparse", "a", "b", "c"]);
+    let items: Vec<String> = (0..5000).map(|i| format!("item:{i}")).collect();
+    let mut argv = vec!["PFADD".to_string(), "hll-dense".to_string()];
+    argv.extend(items);
+    let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    c.cmd_str(&refs);
+    // An expiring key, via RESTORE ABSTTL.
+    let payload = c.cmd_str(&["DUMP", "plain"]);
+    let payload =
+        &payload[payload.iter().position(|&b| b == b'\n').unwrap() + 1..payload.len() - 2];
+    c.cmd(&[
+        b"RESTORE",
+        b"expiring",
+        b"4102444800000",
+        payload,
+        b"ABSTTL",
+    ]);
+    c.cmd_str(&["SELECT", "5"]);
+    c.cmd_str(&["SET", "in-db5", "five"]);
+    c.cmd_str(&["SELECT", "0"]);
+    if with_filters {
+        c.cmd_str(&["BF.ADD", "bf", "x"]);
+        c.cmd_str(&["CF.ADD", "cf", "y"]);
+    }
+    // PFCOUNT first: it caches the cardinality in the HLL string, which the GETs then show.
+    let checks: Vec<Vec<&str>> = vec![
+        vec!["PFCOUNT", "hll-sparse"],
+        vec!["PFCOUNT", "hll-dense"],
+        vec!["GET", "plain"],
+        vec!["GET", "int"],
+        vec!["GET", "neg"],
+        vec!["GET", "long"],
+        vec!["GET", "bin\x00key"],
+        vec!["GET", "hll-sparse"],
+        vec!["GET", "hll-dense"],
+        vec!["GET", "expiring"],
+        vec!["DBSIZE"],
+    ];
+    let mut out = Vec::new();
+    for chk in checks {
+        let r = c.cmd_str(&chk);
+        out.push((chk.iter().map(|s| s.to_string()).collect(), r));
+    }
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    drop(server);
+    out
+}
+
+#[test]
+fn redis_check_rdb_accepts_hyperbloom_dumps() {
+    let Some(check) = tool("redis-check-rdb") else {
+        eprintln!("redis-check-rdb not installed: skipped");
+        return;
+    };
+    for with_filters in [false, true] {
+        let dir = tempdir("check");
+        make_dump(&dir, with_filters);
+        let out = Command::new(&check)
+            .arg(dir.join("dump.rdb"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "redis-check-rdb failed:\n{text}");
+        assert!(text.contains("RDB looks OK"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn real_redis_loads_a_hyperbloom_dump() {
+    let Some(redis) = tool("redis-server") else {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    };
+    let dir = tempdir("redis");
+    let expected = make_dump(&dir, false);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = Command::new(redis)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"])
+        .args(["--save", "", "--daemonize", "no", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let start = Instant::now();
+    let mut c = loop {
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            drop(s);
+            let mut c = common::RawConn::connect(addr);
+            if c.cmd_str(&["PING"]) == b"+PONG\r\n" {
+                break c;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(20) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("redis-server did not start on the hyperbloom dump");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for (argv, want) in &expected {
+        let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+        let got = c.cmd_str(&refs);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "{argv:?}"
+        );
+    }
+    assert_eq!(
+        c.cmd_str(&["PEXPIRETIME", "expiring"]),
+        b":4102444800000\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SELECT", "5"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "in-db5"]), b"$4\r\nfive\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
