@@ -8,6 +8,7 @@
 //! key. Any difference fails the test with the workload seed and step.
 //!
 //! If `redis-server` is not installed the test prints a message and passes vacuously.
+//! `HLL_DIFF_SEEDS=N` (default 20) and `HLL_DIFF_FIRST_SEED=S` (default 1) run longer soaks.
 
 mod common;
 
@@ -268,7 +269,16 @@ fn pf_commands_match_redis() {
         dense: 0,
     };
     let started = Instant::now();
-    let seeds = 1..=20u64;
+    // HLL_DIFF_SEEDS=N runs a longer soak (the default keeps the test under ~30 s in debug).
+    let n: u64 = std::env::var("HLL_DIFF_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let first: u64 = std::env::var("HLL_DIFF_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let seeds = first..first + n;
     for seed in seeds.clone() {
         workload(&mut pair, seed, 150);
     }
