@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs every hyperbloom test: the Rust unit and integration tests, then the compatibility suite that
+# drives the real redis-cli, redis-benchmark and redis-py against the release binary (and, for
+# side-by-side comparisons, against a real redis-server).
+#
+# It works on a fresh Debian machine with a Rust toolchain: what the tests need and is missing is
+# installed quietly and idempotently (redis-server and redis-tools through apt when redis-server or
+# redis-cli is absent; a Python venv with redis-py and pytest under the cargo target directory).
+#
+# Usage: scripts/test.sh [--no-compat] [--only-compat] [-- extra pytest args]
+# Environment: CARGO_TARGET_DIR (honoured), HYPERBLOOM_VENV (venv location override).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+VENV=${HYPERBLOOM_VENV:-$TARGET/compat-venv}
+REQUIREMENTS=$ROOT/tests/compat/requirements.txt
+
+run_cargo=1
+run_compat=1
+pytest_extra=()
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --no-compat) run_compat=0 ;;
+        --only-compat) run_cargo=0 ;;
+        --) shift; pytest_extra=("$@"); break ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) echo "unknown option: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$(date +%s)
+
+# ---------------------------------------------------------------------------------------------
+# 1. System packages (only what is missing).
+# ---------------------------------------------------------------------------------------------
+if [[ $run_compat == 1 ]]; then
+    missing=()
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    { command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; } \
+        || missing+=(redis-tools)
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    # Debian's python3 has the venv module but not ensurepip until python3-venv is installed.
+    if [[ ! -x $VENV/bin/python ]] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        missing+=(python3-venv)
+    fi
+    if [[ ${#missing[@]} -gt 0 ]]; then
+        step "installing ${missing[*]} with apt-get"
+        if ! command -v apt-get >/dev/null 2>&1; then
+            echo "scripts/test.sh: need ${missing[*]} and apt-get is not available" >&2
+            exit 1
+        fi
+        sudo=()
+        [[ $(id -u) == 0 ]] || sudo=(sudo)
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo[@]}" apt-get update -qq >/dev/null
+        "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    redis-server --version
+
+    # -----------------------------------------------------------------------------------------
+    # 2. Python venv with redis-py and pytest (re-installed only when requirements.txt changes).
+    # -----------------------------------------------------------------------------------------
+    stamp=$VENV/.requirements.sha256
+    want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+    if [[ ! -x $VENV/bin/python ]] || [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+        step "preparing the Python venv $VENV"
+        mkdir -p "$(dirname "$VENV")"
+        [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            --no-input -r "$REQUIREMENTS"
+        echo "$want" >"$stamp"
+    fi
+    "$VENV/bin/python" -c 'import sys, redis, pytest; print("python", sys.version.split()[0], "| redis-py", redis.__version__, "| pytest", pytest.__version__)'
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 3. Build, then every cargo test (unit, integration, doc), in the release profile so the
+#    dependencies are compiled once for the build and the tests.
+# ---------------------------------------------------------------------------------------------
+step "cargo build --release"
+cargo build --release --quiet
+if [[ $run_cargo == 1 ]]; then
+    step "cargo test --release"
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    set +e
+    cargo test --release --quiet 2>&1 | tee "$log"
+    cargo_rc=${PIPESTATUS[0]}
+    set -e
+    # One line for the whole cargo run, summed over every test binary's "test result:" line.
+    awk '/^test result:/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i) ~ /^passed;?$/) p += $(i-1); if ($(i) ~ /^failed;?$/) f += $(i-1);
+                if ($(i) ~ /^ignored;?$/) g += $(i-1)
+            }
+            n++
+         }
+         END { printf "cargo summary: %d passed, %d failed, %d ignored (%d test binaries)\n", p, f, g, n }' "$log"
+    if [[ $cargo_rc != 0 ]]; then
+        echo "scripts/test.sh: cargo test failed (exit $cargo_rc)" >&2
+        exit "$cargo_rc"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 4. The compatibility suite (real redis-cli, redis-benchmark, redis-py; real redis-server beside).
+# ---------------------------------------------------------------------------------------------
+if [[ $run_compat == 1 ]]; then
+    step "compat suite (pytest tests/compat)"
+    export HYPERBLOOM_BIN=$TARGET/release/hyperbloom
+    "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests/compat "${pytest_extra[@]}"
+fi
+
+step "all tests passed in $(( $(date +%s) - started ))s"
