@@ -198,8 +198,11 @@ class Server:
 
     # -- clients -------------------------------------------------------------------------------
 
-    def client(self, protocol: int = 3, **kw) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, protocol=protocol, **kw)
+    def client(self, protocol: int | None = 3, **kw) -> redis.Redis:
+        """redis-py client; ``protocol=None`` leaves redis-py's default."""
+        if protocol is not None:
+            kw["protocol"] = protocol
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
 
     def raw(self) -> Raw:
         return Raw(self.port)
@@ -299,14 +302,17 @@ def real(redis_server):
     return redis_server
 
 
-@pytest.fixture(params=[3, 2], ids=["resp3", "resp2"])
-def protocol(request) -> int:
+@pytest.fixture(params=[None, 3, 2], ids=["default", "resp3", "resp2"])
+def protocol(request) -> int | None:
+    """redis-py's protocol argument. None is redis-py 8's default: RESP3 on the wire (HELLO 3) with
+    replies shaped as in RESP2 ("legacy responses"); an explicit 3 also gives RESP3-shaped replies
+    (maps as dicts, BF.INFO as a dict, ...)."""
     return request.param
 
 
 @pytest.fixture
 def r(hb, protocol):
-    """redis-py on hyperbloom, in each protocol (3 is redis-py 8's default)."""
+    """redis-py on hyperbloom, in each protocol mode."""
     client = hb.client(protocol=protocol)
     yield client
     client.close()
