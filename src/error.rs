@@ -35,6 +35,22 @@ pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (prot
 pub const OFFSET_RANGE: &str = "ERR offset is out of range";
 /// EXPIRE family: an expire time that overflows when converted to milliseconds.
 pub const EXPIRE_INVALID: &str = "ERR invalid expire time in '{}' command";
+/// DECRBY with the decrement -9223372036854775808 (its negation overflows).
+pub const DECR_OVERFLOW: &str = "ERR decrement would overflow";
+/// MOVE, COPY DB: an integer that does not fit a C `int` (`getIntFromObjectOrReply`; sic).
+pub const NOT_INT32: &str =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
+/// EXPIRE family: NX combined with XX, GT or LT.
+pub const EXPIRE_NX_AND_OTHERS: &str =
+    "ERR NX and XX, GT or LT options at the same time are not compatible";
+/// EXPIRE family: GT combined with LT.
+pub const EXPIRE_GT_AND_LT: &str = "ERR GT and LT options at the same time are not compatible";
+/// SCAN with a cursor that is not an unsigned integer.
+pub const INVALID_CURSOR: &str = "ERR invalid cursor";
+/// OBJECT FREQ when the maxmemory policy is not an LFU one.
+pub const OBJECT_FREQ_NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+/// OBJECT IDLETIME when the maxmemory policy is an LFU one.
+pub const OBJECT_IDLETIME_LFU: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 /// Any command before AUTH when `requirepass` is set.
 pub const NOAUTH: &str = "NOAUTH Authentication required.";
 /// AUTH with a wrong password.

@@ -1,18 +1,88 @@
-//! Keyspace commands: DEL, EXISTS, TYPE (more to come: see the keyspace issue).
+//! Keyspace commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, RANDOMKEY, RENAME, RENAMENX, COPY,
+//! MOVE, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, TOUCH and
+//! the OBJECT container (ENCODING, FREQ, IDLETIME, REFCOUNT, HELP).
+//!
+//! Semantics and error texts are Redis 7.0's (`db.c`, `expire.c`, `object.c`), including the order of
+//! checks: the EXPIRE family parses its NX/XX/GT/LT flags before the time, then refuses a time whose
+//! conversion to absolute milliseconds overflows, and only then looks at the key; a time at or before
+//! now deletes the key and still replies 1. TTL and EXPIRETIME round milliseconds to the nearest second
+//! as Redis does (`(ms + 500) / 1000`).
+//!
+//! SCAN uses `Db::scan`: the cursor is a position in a fixed hash order, so a key present for the whole
+//! iteration is returned exactly once whatever happens to the keyspace meanwhile. The cursor values
+//! differ from Redis's (which walks its hash table buckets), as any client must allow. Each call walks
+//! the map once (O(n)); COUNT is the number of keys examined before MATCH / TYPE filter them, so a page
+//! may come back empty with a nonzero cursor, as in Redis.
+//!
+//! OBJECT ENCODING derives the encoding from the value (`int`, `embstr`, `raw` for strings, as
+//! `tryObjectEncoding` would choose for the bytes). Redis also remembers how a string was produced: a
+//! string modified in place by APPEND or SETRANGE is `raw` however short, and an INCRBYFLOAT result is
+//! `embstr` even when it looks like an integer. hyperbloom does not track that history (the value is
+//! stored as plain bytes), so those cases report the content-derived encoding.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
+use super::parse::parse_i64;
+use super::strings::{cstr, invalid_expire, is_opt};
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::error::CmdResult;
+use crate::error::{self, CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::store::Value;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, WRITE, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys.", del),
+    cmd("unlink", -2, WRITE | FAST, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys.", del),
     cmd("exists", -2, READONLY | FAST, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist.", exists),
+    cmd("touch", -2, READONLY | FAST, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", exists),
     cmd("type", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key.", type_cmd),
+    cmd("keys", 2, READONLY, 0, 0, 0, "generic", "1.0.0", "Returns all key names that match a pattern.", keys),
+    cmd("scan", -2, READONLY, 0, 0, 0, "generic", "2.8.0", "Iterates over the key names in the database.", scan),
+    cmd("randomkey", 1, READONLY, 0, 0, 0, "generic", "1.0.0", "Returns a random key name from the database.", randomkey),
+    cmd("rename", 3, WRITE, 1, 2, 1, "generic", "1.0.0", "Renames a key and overwrites the destination.", rename),
+    cmd("renamenx", 3, WRITE | FAST, 1, 2, 1, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", renamenx),
+    cmd("copy", -3, WRITE | DENYOOM, 1, 2, 1, "generic", "6.2.0", "Copies the value of a key to a new key.", copy),
+    cmd("move", 3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database.", move_cmd),
+    cmd("expire", -3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", expire),
+    cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", pexpire),
+    cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expireat),
+    cmd("pexpireat", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", pexpireat),
+    cmd("ttl", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key.", ttl),
+    cmd("pttl", 2, READONLY | FAST, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", pttl),
+    cmd("expiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", expiretime),
+    cmd("pexpiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", pexpiretime),
+    cmd("persist", 2, WRITE | FAST, 1, 1, 1, "generic", "2.2.0", "Removes the expiration time of a key.", persist),
+    CommandSpec {
+        name: "object",
+        arity: -2,
+        flags: 0,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        group: "generic",
+        since: "2.2.3",
+        summary: "A container for object introspection commands.",
+        handler: object_container,
+        subcommands: OBJECT_SUBCOMMANDS,
+    },
 ];
 
+#[rustfmt::skip]
+const OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("object|encoding", 3, READONLY, 2, 2, 1, "generic", "2.2.3", "Returns the internal encoding of a Redis object.", object_encoding),
+    cmd("object|freq", 3, READONLY, 2, 2, 1, "generic", "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", object_freq),
+    cmd("object|idletime", 3, READONLY, 2, 2, 1, "generic", "2.2.3", "Returns the time since the last access to a Redis object.", object_idletime),
+    cmd("object|refcount", 3, READONLY, 2, 2, 1, "generic", "2.2.3", "Returns the reference count of a value of a key.", object_refcount),
+    cmd("object|help", 2, LOADING | STALE, 0, 0, 0, "generic", "6.2.0", "Returns helpful text about the different subcommands.", object_help),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Existence, type, deletion
+// ---------------------------------------------------------------------------------------------
+
+/// `DEL key [key ...]` / `UNLINK` → the number of keys removed.
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     Ok(Reply::Int(
@@ -20,6 +90,7 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     Ok(Reply::Int(
@@ -27,9 +98,499 @@ fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
+/// `TYPE key` → status `string`, a module type name, or `none`.
 fn type_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Status(match ctx.db().lookup(&argv[1]) {
         Some(v) => v.type_name(),
         None => "none",
     }))
+}
+
+/// `KEYS pattern` → every live key matching the glob pattern, in no particular order.
+fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let pattern = &argv[1];
+    let all = pattern.as_ref() == b"*";
+    let db = ctx.db();
+    let out = db
+        .keys()
+        .filter(|k| all || super::glob::matches(pattern, k, false))
+        .map(|k| Reply::Bulk(k.clone()))
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+/// Redis 7.0's `parseScanCursorOrReply`: C `strtoul` over the whole (NUL-terminated) argument, no
+/// leading blank, no overflow. As in C, a sign is accepted (`-1` is the largest cursor) and an empty
+/// argument is cursor 0.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let s = cstr(arg);
+    if s.is_empty() {
+        return Some(0);
+    }
+    if matches!(s[0], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        return None;
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]` → `[next-cursor, [key ...]]`.
+fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let cursor = parse_cursor(&argv[1]).ok_or(CmdError::Static(error::INVALID_CURSOR))?;
+    let mut count: i64 = 10;
+    let mut pattern: Option<&Bytes> = None;
+    let mut type_name: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let more = argv.len() - i >= 2;
+        if is_opt(&argv[i], "count") && more {
+            count = parse_i64(&argv[i + 1]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+            if count < 1 {
+                return Err(CmdError::Static(error::SYNTAX));
+            }
+        } else if is_opt(&argv[i], "match") && more {
+            pattern = Some(&argv[i + 1]).filter(|p| p.as_ref() != b"*");
+        } else if is_opt(&argv[i], "type") && more {
+            type_name = Some(cstr(&argv[i + 1]));
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+        i += 2;
+    }
+    let db = ctx.db();
+    let (next, found) = db.scan(cursor, count.min(1 << 20) as usize);
+    let keys = found
+        .into_iter()
+        .filter(|k| pattern.is_none_or(|p| super::glob::matches(p, k, false)))
+        .filter(|k| match type_name {
+            None => true,
+            Some(t) => db
+                .peek(k)
+                .is_some_and(|v| v.type_name().as_bytes().eq_ignore_ascii_case(t)),
+        })
+        .map(Reply::Bulk)
+        .collect();
+    Ok(Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(keys),
+    ]))
+}
+
+/// `RANDOMKEY` → a random live key, or null when the database is empty.
+fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    // A splitmix64 stream: no dependency, and good enough to pick a slot.
+    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let mut z = STATE
+        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+        .wrapping_add(ctx.now_ms);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    Ok(Reply::opt_bulk(ctx.db().random_key(z)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Renaming and copying
+// ---------------------------------------------------------------------------------------------
+
+fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
+    let (src, dst) = (&argv[1], &argv[2]);
+    let db = ctx.db();
+    if !db.contains(src) {
+        return Err(CmdError::Static(error::NO_SUCH_KEY));
+    }
+    if src == dst {
+        return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+    }
+    let expire = db.expire_at(src);
+    if db.contains(dst) {
+        if nx {
+            return Ok(Reply::Int(0));
+        }
+        db.remove(dst);
+    }
+    let Some(value) = db.remove(src) else {
+        return Err(CmdError::Static(error::NO_SUCH_KEY));
+    };
+    db.insert(dst.clone(), value);
+    if let Some(when) = expire {
+        db.set_expire(dst, when);
+    }
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
+}
+
+/// `RENAME key newkey` → OK, or `ERR no such key`.
+fn rename(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, false)
+}
+
+/// `RENAMENX key newkey` → 1 if renamed, 0 if `newkey` exists.
+fn renamenx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, argv, true)
+}
+
+/// A database index argument as MOVE and COPY take it (`getIntFromObjectOrReply`, then `selectDb`).
+fn db_index(ctx: &Ctx, arg: &[u8]) -> Result<usize, CmdError> {
+    let v = parse_i64(arg).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if i32::try_from(v).is_err() {
+        return Err(CmdError::Static(error::NOT_INT32));
+    }
+    if v < 0 || v as usize >= ctx.store.dbs.len() {
+        return Err(CmdError::Static(error::DB_INDEX_RANGE));
+    }
+    Ok(v as usize)
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]` → 1 if copied, 0 if the source is
+/// missing or the destination exists (without REPLACE).
+fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let src_db = ctx.client.db;
+    let mut dst_db = src_db;
+    let mut replace = false;
+    let mut j = 3;
+    while j < argv.len() {
+        if is_opt(&argv[j], "replace") {
+            replace = true;
+        } else if is_opt(&argv[j], "db") && j + 1 < argv.len() {
+            dst_db = db_index(ctx, &argv[j + 1])?;
+            j += 1;
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+        j += 1;
+    }
+    let (key, newkey) = (&argv[1], &argv[2]);
+    if src_db == dst_db && key == newkey {
+        return Err(CmdError::Static(error::SAME_OBJECT));
+    }
+    let db = ctx.db();
+    let Some(value) = db.lookup(key).cloned() else {
+        return Ok(Reply::Int(0));
+    };
+    let expire = db.expire_at(key);
+    let dst = ctx.db_at(dst_db);
+    if dst.contains(newkey) {
+        if !replace {
+            return Ok(Reply::Int(0));
+        }
+        dst.remove(newkey);
+    }
+    dst.insert(newkey.clone(), value);
+    if let Some(when) = expire {
+        dst.set_expire(newkey, when);
+    }
+    Ok(Reply::Int(1))
+}
+
+/// `MOVE key db` → 1 if moved, 0 if the key is missing or exists in the target database.
+fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[1];
+    let target = db_index(ctx, &argv[2])?;
+    let source = ctx.client.db;
+    if target == source {
+        return Err(CmdError::Static(error::SAME_OBJECT));
+    }
+    let db = ctx.db();
+    if !db.contains(key) {
+        return Ok(Reply::Int(0));
+    }
+    let expire = db.expire_at(key);
+    if ctx.db_at(target).contains(key) {
+        return Ok(Reply::Int(0));
+    }
+    let Some(value) = ctx.db().remove(key) else {
+        return Ok(Reply::Int(0));
+    };
+    let dst = ctx.db_at(target);
+    dst.insert(key.clone(), value);
+    if let Some(when) = expire {
+        dst.set_expire(key, when);
+    }
+    Ok(Reply::Int(1))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry
+// ---------------------------------------------------------------------------------------------
+
+/// The NX / XX / GT / LT flags of the EXPIRE family.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ExpireFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+}
+
+/// Redis's `parseExtendedExpireArgumentsOrReply`: any number of NX/XX/GT/LT words (repeats allowed),
+/// then the compatibility checks.
+pub fn parse_expire_flags(opts: &[Bytes]) -> Result<ExpireFlags, CmdError> {
+    let mut f = ExpireFlags::default();
+    for opt in opts {
+        if is_opt(opt, "nx") {
+            f.nx = true;
+        } else if is_opt(opt, "xx") {
+            f.xx = true;
+        } else if is_opt(opt, "gt") {
+            f.gt = true;
+        } else if is_opt(opt, "lt") {
+            f.lt = true;
+        } else {
+            return Err(CmdError::Owned(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(cstr(opt))
+            )));
+        }
+    }
+    if f.nx && (f.xx || f.gt || f.lt) {
+        return Err(CmdError::Static(error::EXPIRE_NX_AND_OTHERS));
+    }
+    if f.gt && f.lt {
+        return Err(CmdError::Static(error::EXPIRE_GT_AND_LT));
+    }
+    Ok(f)
+}
+
+/// Redis's `expireGenericCommand`. `relative`: the time counts from now (EXPIRE, PEXPIRE).
+fn expire_generic(
+    ctx: &mut Ctx,
+    argv: &[Bytes],
+    relative: bool,
+    seconds: bool,
+    name: &str,
+) -> CmdResult {
+    let flags = parse_expire_flags(&argv[3..])?;
+    let mut when = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if seconds {
+        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+            return Err(invalid_expire(name));
+        }
+        when *= 1000;
+    }
+    let now = ctx.now_ms as i64;
+    let base = if relative { now } else { 0 };
+    if when > i64::MAX - base {
+        return Err(invalid_expire(name));
+    }
+    when += base;
+    let key = &argv[1];
+    let db = ctx.db();
+    if !db.contains(key) {
+        return Ok(Reply::Int(0));
+    }
+    let current = db.expire_at(key).map_or(-1, |w| w as i64);
+    let refused = (flags.nx && current != -1)
+        || (flags.xx && current == -1)
+        || (flags.gt && (when <= current || current == -1))
+        || (flags.lt && current != -1 && when >= current);
+    if refused {
+        return Ok(Reply::Int(0));
+    }
+    if when <= now {
+        db.remove(key);
+    } else {
+        db.set_expire(key, when as u64);
+    }
+    Ok(Reply::Int(1))
+}
+
+/// `EXPIRE key seconds [NX|XX|GT|LT]` → 1 if the timeout was set (or the key deleted), else 0.
+fn expire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, true, true, "expire")
+}
+
+/// `PEXPIRE key milliseconds [NX|XX|GT|LT]`.
+fn pexpire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, true, false, "pexpire")
+}
+
+/// `EXPIREAT key unix-time-seconds [NX|XX|GT|LT]`.
+fn expireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, false, true, "expireat")
+}
+
+/// `PEXPIREAT key unix-time-milliseconds [NX|XX|GT|LT]`.
+fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, false, false, "pexpireat")
+}
+
+/// Redis's `ttlGenericCommand`: -2 for a missing key, -1 without a TTL, else the remaining time
+/// (`absolute`: the expiry instant) in ms or rounded seconds.
+fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
+    let now = ctx.now_ms as i64;
+    let db = ctx.db();
+    if db.lookup(key).is_none() {
+        return Ok(Reply::Int(-2));
+    }
+    let Some(when) = db.expire_at(key) else {
+        return Ok(Reply::Int(-1));
+    };
+    let when = when as i64;
+    let t = if absolute { when } else { when - now }.max(0);
+    Ok(Reply::Int(if ms {
+        t
+    } else {
+        // Redis's `(ttl + 500) / 1000` does not wrap near i64::MAX in practice.
+        ((t as i128 + 500) / 1000) as i64
+    }))
+}
+
+/// `TTL key` → seconds left, -1 without TTL, -2 if missing.
+fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], false, false)
+}
+
+/// `PTTL key` → milliseconds left.
+fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], true, false)
+}
+
+/// `EXPIRETIME key` → the expiry as a unix time in seconds.
+fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], false, true)
+}
+
+/// `PEXPIRETIME key` → the expiry as a unix time in milliseconds.
+fn pexpiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(ctx, &argv[1], true, true)
+}
+
+/// `PERSIST key` → 1 if a TTL was removed, else 0.
+fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.db().persist(&argv[1]) as i64))
+}
+
+// ---------------------------------------------------------------------------------------------
+// OBJECT
+// ---------------------------------------------------------------------------------------------
+
+fn object_container(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::arity(&String::from_utf8_lossy(&argv[0])))
+}
+
+/// `OBJECT ENCODING key` → the encoding name, or null for a missing key.
+fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(match ctx.db().lookup(&argv[2]) {
+        Some(v) => Reply::bulk_str(v.encoding_name()),
+        None => Reply::Null,
+    })
+}
+
+fn lfu_policy(ctx: &Ctx) -> bool {
+    ctx.config().maxmemory_policy.contains("lfu")
+}
+
+/// `OBJECT FREQ key` → the LFU counter; an error unless an LFU policy is selected. hyperbloom does
+/// not track access frequency: it reports Redis's initial counter (5, `LFU_INIT_VAL`).
+fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.db().lookup(&argv[2]).is_none() {
+        return Ok(Reply::Null);
+    }
+    if !lfu_policy(ctx) {
+        return Err(CmdError::Static(error::OBJECT_FREQ_NO_LFU));
+    }
+    Ok(Reply::Int(5))
+}
+
+/// `OBJECT IDLETIME key` → seconds since last access. hyperbloom does not track access times and
+/// reports 0.
+fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if ctx.db().lookup(&argv[2]).is_none() {
+        return Ok(Reply::Null);
+    }
+    if lfu_policy(ctx) {
+        return Err(CmdError::Static(error::OBJECT_IDLETIME_LFU));
+    }
+    Ok(Reply::Int(0))
+}
+
+/// `OBJECT REFCOUNT key` → 1, or `INT_MAX` for the small integers Redis shares (0..9999).
+fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(match ctx.db().lookup(&argv[2]) {
+        None => Reply::Null,
+        Some(Value::Str(s))
+            if s.len() <= 4 && parse_i64(s).is_some_and(|v| (0..10000).contains(&v)) =>
+        {
+            Reply::Int(i32::MAX as i64)
+        }
+        Some(_) => Reply::Int(1),
+    })
+}
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// `OBJECT HELP` → the help lines as status replies.
+fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Array(
+        OBJECT_HELP.iter().map(|l| Reply::Status(l)).collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_rules() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"007"), Some(7));
+        assert_eq!(parse_cursor(b"+5"), Some(5));
+        assert_eq!(parse_cursor(b" 5"), None);
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"abc"), None);
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"5 "), None);
+    }
+
+    #[test]
+    fn expire_flag_rules() {
+        let v = |s: &[&str]| {
+            s.iter()
+                .map(|x| Bytes::copy_from_slice(x.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        assert!(parse_expire_flags(&v(&["nx", "NX"])).is_ok());
+        assert!(parse_expire_flags(&v(&["xx", "gt"])).is_ok());
+        assert_eq!(
+            parse_expire_flags(&v(&["nx", "gt"])),
+            Err(CmdError::Static(error::EXPIRE_NX_AND_OTHERS))
+        );
+        assert_eq!(
+            parse_expire_flags(&v(&["gt", "lt"])),
+            Err(CmdError::Static(error::EXPIRE_GT_AND_LT))
+        );
+        assert_eq!(
+            parse_expire_flags(&v(&["foo"])).unwrap_err().to_string(),
+            "ERR Unsupported option foo"
+        );
+    }
 }

@@ -27,6 +27,7 @@ pub mod cuckoo;
 pub mod glob;
 pub mod hll;
 pub mod keyspace;
+pub mod longdouble;
 pub mod parse;
 pub mod persistence;
 pub mod server;

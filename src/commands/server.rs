@@ -680,7 +680,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 s.net_input_bytes.load(Ordering::Relaxed),
                 s.net_output_bytes.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
-                s.expired_keys.load(Ordering::Relaxed),
+                s.expired_keys.load(Ordering::Relaxed)
+                    + ctx.store.dbs.iter().map(|d| d.lazy_expired).sum::<u64>(),
                 ctx.error_stats.values().sum::<u64>(),
             );
         }
@@ -861,6 +862,9 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         &s.net_output_bytes,
     ] {
         c.store(0, Ordering::Relaxed);
+    }
+    for db in ctx.store.dbs.iter_mut() {
+        db.lazy_expired = 0;
     }
     Ok(Reply::ok())
 }

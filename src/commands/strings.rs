@@ -1,32 +1,632 @@
-//! String commands: GET, SET (more to come: see the strings issue).
+//! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, MGET, MSET, MSETNX,
+//! APPEND, STRLEN, GETRANGE, SUBSTR, SETRANGE, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT.
+//!
+//! Every reply and error follows Redis 7.0's `t_string.c`, including the order in which a command
+//! checks its arguments (which decides the error a client sees when several things are wrong): SET
+//! parses its options, then its expire time, then looks at the key; GETEX answers a missing key with a
+//! null before it validates the expire time; GETRANGE parses both indexes before it looks at the key;
+//! INCRBYFLOAT checks the type, then the stored value, then the increment.
+//!
+//! Option words are compared the way Redis compares them, as C strings: an argument is cut at its first
+//! NUL byte before it is matched (`SET k v NX\0junk` is `SET k v NX` to Redis, so it is here too).
+//!
+//! Writes go through `Db::lookup_mut` / `insert` only when Redis would signal a modification, so a
+//! WATCH is not disturbed by a command that fails or changes nothing (e.g. INCR of a non-number,
+//! `SET NX` on an existing key, SETRANGE with an empty value).
+//!
+//! INCRBYFLOAT computes in 80-bit extended precision (see [`super::longdouble`]) because Redis uses C
+//! `long double` and prints the result with `%.17Lf`: `1000` + `0.1` is `1000.09999999999999998` in
+//! Redis, which no `f64` computation reproduces.
 
 use bytes::Bytes;
 
+use super::parse::parse_i64;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::store::db::Db;
 use crate::store::Value;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("get", 2, READONLY | FAST, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key.", get),
-    cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type.", set),
+    cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set),
+    cmd("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
+    cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
+    cmd("psetex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
+    cmd("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
+    cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
+    cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
+    cmd("mget", -2, READONLY | FAST, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys.", mget),
+    cmd("mset", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
+    cmd("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
+    cmd("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
+    cmd("strlen", 2, READONLY | FAST, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value.", strlen),
+    cmd("getrange", 4, READONLY, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key.", getrange),
+    cmd("substr", 4, READONLY, 1, 1, 1, "string", "1.0.0", "Returns a substring from a string value.", getrange),
+    cmd("setrange", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
+    cmd("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr),
+    cmd("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", decr),
+    cmd("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrby),
+    cmd("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby),
+    cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrbyfloat),
 ];
 
-fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    match ctx.db().lookup(&argv[1]) {
-        None => Ok(Reply::Null),
-        Some(Value::Str(s)) => Ok(Reply::Bulk(Bytes::copy_from_slice(s))),
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+/// An argument as C sees it: cut at the first NUL byte.
+pub(crate) fn cstr(a: &[u8]) -> &[u8] {
+    match memchr::memchr(0, a) {
+        Some(i) => &a[..i],
+        None => a,
+    }
+}
+
+/// True if the option argument `a` (as a C string) equals `word`, ignoring ASCII case.
+pub(crate) fn is_opt(a: &[u8], word: &str) -> bool {
+    cstr(a).eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// The string at `key`: `Ok(None)` if absent, WRONGTYPE if it holds another type.
+fn read_str<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdError> {
+    match db.lookup(key) {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s)),
         #[allow(unreachable_patterns)]
         Some(_) => Err(CmdError::Static(error::WRONGTYPE)),
     }
 }
 
-fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() != 3 {
-        return Err(CmdError::Static(error::SYNTAX));
+/// GET's reply for `key` (null when absent), or WRONGTYPE.
+fn get_reply(db: &mut Db, key: &[u8]) -> CmdResult {
+    Ok(match read_str(db, key)? {
+        None => Reply::Null,
+        Some(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
+    })
+}
+
+/// `ERR invalid expire time in '<cmd>' command`.
+pub(crate) fn invalid_expire(cmd: &str) -> CmdError {
+    CmdError::Owned(error::EXPIRE_INVALID.replace("{}", cmd))
+}
+
+/// Which expire option SET / GETEX got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExpireKind {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+/// The options of SET (`for_set`) or GETEX, as Redis's `parseExtendedStringArgumentsOrReply` accepts
+/// them: NX/XX exclude each other, KEEPTTL/PERSIST exclude every expire option, the four expire
+/// options exclude each other (but one may repeat, the last value winning), and anything else —
+/// including an expire option without a value — is a syntax error.
+#[derive(Debug, Default)]
+struct StringOpts<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<(ExpireKind, &'a Bytes)>,
+}
+
+fn parse_string_opts(
+    argv: &[Bytes],
+    start: usize,
+    for_set: bool,
+) -> Result<StringOpts<'_>, CmdError> {
+    let mut o = StringOpts::default();
+    let mut j = start;
+    while j < argv.len() {
+        let opt = &argv[j];
+        let next = argv.get(j + 1);
+        let kind = o.expire.map(|(k, _)| k);
+        let other_expire = |mine: ExpireKind| kind.is_some_and(|k| k != mine);
+        if for_set && is_opt(opt, "nx") && !o.xx {
+            o.nx = true;
+        } else if for_set && is_opt(opt, "xx") && !o.nx {
+            o.xx = true;
+        } else if for_set && is_opt(opt, "get") {
+            o.get = true;
+        } else if for_set && is_opt(opt, "keepttl") && !o.persist && kind.is_none() {
+            o.keepttl = true;
+        } else if !for_set && is_opt(opt, "persist") && kind.is_none() && !o.keepttl {
+            o.persist = true;
+        } else if let Some(next) = next.filter(|_| !o.keepttl && !o.persist) {
+            let mine = if is_opt(opt, "ex") {
+                ExpireKind::Ex
+            } else if is_opt(opt, "px") {
+                ExpireKind::Px
+            } else if is_opt(opt, "exat") {
+                ExpireKind::ExAt
+            } else if is_opt(opt, "pxat") {
+                ExpireKind::PxAt
+            } else {
+                return Err(CmdError::Static(error::SYNTAX));
+            };
+            if other_expire(mine) {
+                return Err(CmdError::Static(error::SYNTAX));
+            }
+            o.expire = Some((mine, next));
+            j += 1;
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+        j += 1;
     }
-    ctx.db()
-        .insert(argv[1].clone(), Value::Str(argv[2].to_vec()));
+    Ok(o)
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: the absolute expiry in unix ms, refusing non-positive
+/// values and overflows with `ERR invalid expire time in '<cmd>' command`.
+fn expire_ms(kind: ExpireKind, arg: &[u8], now_ms: u64, cmd: &str) -> Result<u64, CmdError> {
+    let v = parse_i64(arg).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    let seconds = matches!(kind, ExpireKind::Ex | ExpireKind::ExAt);
+    if v <= 0 || (seconds && v > i64::MAX / 1000) {
+        return Err(invalid_expire(cmd));
+    }
+    let mut ms = if seconds { v * 1000 } else { v };
+    if matches!(kind, ExpireKind::Ex | ExpireKind::Px) {
+        ms = ms
+            .checked_add(now_ms as i64)
+            .ok_or_else(|| invalid_expire(cmd))?;
+    }
+    if ms <= 0 {
+        return Err(invalid_expire(cmd));
+    }
+    Ok(ms as u64)
+}
+
+/// Redis's `setGenericCommand`. `when` is the absolute expiry already validated; `ok` and `abort`
+/// are the replies for a done and a refused (NX/XX) set.
+#[allow(clippy::too_many_arguments)]
+fn set_generic(
+    db: &mut Db,
+    key: &Bytes,
+    value: &Bytes,
+    opts: &StringOpts,
+    when: Option<u64>,
+    ok: Reply,
+    abort: Reply,
+) -> CmdResult {
+    let old = if opts.get {
+        Some(get_reply(db, key)?)
+    } else {
+        None
+    };
+    let found = db.contains(key);
+    if (opts.nx && found) || (opts.xx && !found) {
+        return Ok(old.unwrap_or(abort));
+    }
+    let v = Value::Str(value.to_vec());
+    if opts.keepttl {
+        db.insert_keep_ttl(key.clone(), v);
+    } else {
+        db.insert(key.clone(), v);
+    }
+    if let Some(when) = when {
+        db.set_expire(key, when);
+    }
+    Ok(old.unwrap_or(ok))
+}
+
+// ---------------------------------------------------------------------------------------------
+// GET / SET and friends
+// ---------------------------------------------------------------------------------------------
+
+/// `GET key` → bulk string or null.
+fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    get_reply(ctx.db(), &argv[1])
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts-ms|KEEPTTL]` → OK, null when NX/XX
+/// refuses, or the old value with GET.
+fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let opts = parse_string_opts(argv, 3, true)?;
+    let when = match opts.expire {
+        Some((kind, arg)) => Some(expire_ms(kind, arg, ctx.now_ms, "set")?),
+        None => None,
+    };
+    set_generic(
+        ctx.db(),
+        &argv[1],
+        &argv[2],
+        &opts,
+        when,
+        Reply::ok(),
+        Reply::Null,
+    )
+}
+
+/// `SETNX key value` → 1 if set, 0 if the key existed.
+fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let opts = StringOpts {
+        nx: true,
+        ..Default::default()
+    };
+    set_generic(
+        ctx.db(),
+        &argv[1],
+        &argv[2],
+        &opts,
+        None,
+        Reply::Int(1),
+        Reply::Int(0),
+    )
+}
+
+fn setex_generic(ctx: &mut Ctx, argv: &[Bytes], kind: ExpireKind, name: &str) -> CmdResult {
+    let when = expire_ms(kind, &argv[2], ctx.now_ms, name)?;
+    let opts = StringOpts::default();
+    set_generic(
+        ctx.db(),
+        &argv[1],
+        &argv[3],
+        &opts,
+        Some(when),
+        Reply::ok(),
+        Reply::Null,
+    )
+}
+
+/// `SETEX key seconds value` → OK.
+fn setex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, argv, ExpireKind::Ex, "setex")
+}
+
+/// `PSETEX key milliseconds value` → OK.
+fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    setex_generic(ctx, argv, ExpireKind::Px, "psetex")
+}
+
+/// `GETSET key value` → the old value (or null); the key loses its TTL.
+fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let old = get_reply(db, &argv[1])?;
+    db.insert(argv[1].clone(), Value::Str(argv[2].to_vec()));
+    Ok(old)
+}
+
+/// `GETDEL key` → the value (or null), and the key is deleted.
+fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let reply = get_reply(db, &argv[1])?;
+    if !matches!(reply, Reply::Null) {
+        db.remove(&argv[1]);
+    }
+    Ok(reply)
+}
+
+/// `GETEX key [EX s|PX ms|EXAT ts|PXAT ts-ms|PERSIST]` → the value (or null), after changing the TTL.
+fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let opts = parse_string_opts(argv, 2, false)?;
+    let now = ctx.now_ms;
+    let key = &argv[1];
+    let db = ctx.db();
+    let value = match read_str(db, key)? {
+        None => return Ok(Reply::Null),
+        Some(s) => Bytes::copy_from_slice(s),
+    };
+    match opts.expire {
+        Some((kind, arg)) => {
+            let when = expire_ms(kind, arg, now, "getex")?;
+            if matches!(kind, ExpireKind::ExAt | ExpireKind::PxAt) && when <= now {
+                db.remove(key);
+            } else {
+                db.set_expire(key, when);
+            }
+        }
+        None if opts.persist => {
+            db.persist(key);
+        }
+        None => {}
+    }
+    Ok(Reply::Bulk(value))
+}
+
+/// `MGET key [key ...]` → one bulk per key; null for a missing key or one of another type.
+fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let out = argv[1..]
+        .iter()
+        .map(|k| match db.lookup(k) {
+            Some(Value::Str(s)) => Reply::Bulk(Bytes::copy_from_slice(s)),
+            _ => Reply::Null,
+        })
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+/// `MSET key value [key value ...]` → OK.
+fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 == 0 {
+        return Err(CmdError::arity("mset"));
+    }
+    let db = ctx.db();
+    for pair in argv[1..].chunks_exact(2) {
+        db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+    }
     Ok(Reply::ok())
+}
+
+/// `MSETNX key value [key value ...]` → 1 if every key was set, 0 (and nothing set) if any existed.
+fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() % 2 == 0 {
+        return Err(CmdError::arity("msetnx"));
+    }
+    let db = ctx.db();
+    if argv[1..].iter().step_by(2).any(|k| db.contains(k)) {
+        return Ok(Reply::Int(0));
+    }
+    for pair in argv[1..].chunks_exact(2) {
+        db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+    }
+    Ok(Reply::Int(1))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lengths and ranges
+// ---------------------------------------------------------------------------------------------
+
+/// Redis's `checkStringLength`: a string may not grow past `proto-max-bulk-len`.
+fn check_string_length(ctx: &Ctx, size: u64) -> Result<(), CmdError> {
+    if size > ctx.config().proto_max_bulk_len as u64 {
+        Err(CmdError::Static(error::STRING_TOO_LONG))
+    } else {
+        Ok(())
+    }
+}
+
+/// `APPEND key value` → the new length.
+fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[1];
+    let extra = &argv[2];
+    let old_len = match read_str(ctx.db(), key)? {
+        None => {
+            ctx.db().insert(key.clone(), Value::Str(extra.to_vec()));
+            return Ok(Reply::Int(extra.len() as i64));
+        }
+        Some(s) => s.len(),
+    };
+    let total = old_len as u64 + extra.len() as u64;
+    check_string_length(ctx, total)?;
+    if let Some(s) = ctx.db().lookup_mut(key).and_then(Value::as_str_mut) {
+        s.extend_from_slice(extra);
+    }
+    Ok(Reply::Int(total as i64))
+}
+
+/// `STRLEN key` → the length, 0 for a missing key.
+fn strlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(
+        read_str(ctx.db(), &argv[1])?.map_or(0, |s| s.len()) as i64,
+    ))
+}
+
+/// The byte range GETRANGE returns for `start..=end` over a string of `len` bytes, if any
+/// (Redis's index rules: negative indexes count from the end, then both are clamped).
+pub fn getrange_bounds(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let len_i = len as i64;
+    let mut start = if start < 0 {
+        len_i.wrapping_add(start)
+    } else {
+        start
+    };
+    let mut end = if end < 0 {
+        len_i.wrapping_add(end)
+    } else {
+        end
+    };
+    if start < 0 {
+        start = 0;
+    }
+    if end < 0 {
+        end = 0;
+    }
+    if end >= len_i {
+        end = len_i - 1;
+    }
+    if start > end || len == 0 {
+        return None;
+    }
+    Some((start as usize, end as usize))
+}
+
+/// `GETRANGE key start end` (and `SUBSTR`) → the substring; empty for a missing key.
+fn getrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let start = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    let end = parse_i64(&argv[3]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    let Some(s) = read_str(ctx.db(), &argv[1])? else {
+        return Ok(Reply::Bulk(Bytes::new()));
+    };
+    Ok(Reply::Bulk(match getrange_bounds(s.len(), start, end) {
+        Some((a, b)) => Bytes::copy_from_slice(&s[a..=b]),
+        None => Bytes::new(),
+    }))
+}
+
+/// `SETRANGE key offset value` → the new length. Zero-pads a gap; creates the key unless the value
+/// is empty.
+fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[1];
+    let value = &argv[3];
+    let offset = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if offset < 0 {
+        return Err(CmdError::Static(error::OFFSET_RANGE));
+    }
+    let offset = offset as u64;
+    let new_end = offset.saturating_add(value.len() as u64);
+    match read_str(ctx.db(), key)? {
+        None => {
+            if value.is_empty() {
+                return Ok(Reply::Int(0));
+            }
+            check_string_length(ctx, new_end)?;
+            let mut s = vec![0u8; new_end as usize];
+            s[offset as usize..].copy_from_slice(value);
+            ctx.db().insert(key.clone(), Value::Str(s));
+            Ok(Reply::Int(new_end as i64))
+        }
+        Some(s) => {
+            if value.is_empty() {
+                return Ok(Reply::Int(s.len() as i64));
+            }
+            check_string_length(ctx, new_end)?;
+            let mut len = 0;
+            if let Some(s) = ctx.db().lookup_mut(key).and_then(Value::as_str_mut) {
+                let (offset, new_end) = (offset as usize, new_end as usize);
+                if s.len() < new_end {
+                    s.resize(new_end, 0);
+                }
+                s[offset..new_end].copy_from_slice(value);
+                len = s.len();
+            }
+            Ok(Reply::Int(len as i64))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counters
+// ---------------------------------------------------------------------------------------------
+
+/// Redis's `incrDecrCommand`: adds `by` to the integer at `key` (0 if absent), keeping its TTL.
+fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
+    let db = ctx.db();
+    let current = match read_str(db, key)? {
+        None => None,
+        Some(s) => Some(parse_i64(s).ok_or(CmdError::Static(error::NOT_INTEGER))?),
+    };
+    let old = current.unwrap_or(0);
+    let new = old
+        .checked_add(by)
+        .ok_or(CmdError::Static(error::INCR_OVERFLOW))?;
+    let text = new.to_string().into_bytes();
+    match current {
+        None => db.insert(key.clone(), Value::Str(text)),
+        Some(_) => {
+            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
+                *s = text;
+            }
+        }
+    }
+    Ok(Reply::Int(new))
+}
+
+/// `INCR key` → the new value.
+fn incr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &argv[1], 1)
+}
+
+/// `DECR key` → the new value.
+fn decr(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &argv[1], -1)
+}
+
+/// `INCRBY key increment` → the new value.
+fn incrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let by = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    incr_by(ctx, &argv[1], by)
+}
+
+/// `DECRBY key decrement` → the new value.
+fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let by = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if by == i64::MIN {
+        return Err(CmdError::Static(error::DECR_OVERFLOW));
+    }
+    incr_by(ctx, &argv[1], -by)
+}
+
+/// `INCRBYFLOAT key increment` → the new value as a bulk string, formatted as Redis formats a
+/// `long double` (`%.17Lf`, trailing zeros removed).
+fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    use super::longdouble::LongDouble;
+    let key = &argv[1];
+    let db = ctx.db();
+    let current = match read_str(db, key)? {
+        None => None,
+        Some(s) => Some(LongDouble::parse(s).ok_or(CmdError::Static(error::NOT_FLOAT))?),
+    };
+    let by = LongDouble::parse(&argv[2]).ok_or(CmdError::Static(error::NOT_FLOAT))?;
+    let sum = current.unwrap_or(LongDouble::ZERO).add(by);
+    if !sum.is_finite() {
+        return Err(CmdError::Static(error::INCR_NAN));
+    }
+    let text = sum.to_human_string().into_bytes();
+    let reply = Reply::Bulk(Bytes::copy_from_slice(&text));
+    match current {
+        None => db.insert(key.clone(), Value::Str(text)),
+        Some(_) => {
+            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
+                *s = text;
+            }
+        }
+    }
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn getrange_index_rules() {
+        assert_eq!(getrange_bounds(5, 0, -1), Some((0, 4)));
+        assert_eq!(getrange_bounds(5, -3, -1), Some((2, 4)));
+        assert_eq!(getrange_bounds(5, -1, -3), None);
+        assert_eq!(getrange_bounds(5, 3, 100), Some((3, 4)));
+        assert_eq!(getrange_bounds(5, i64::MIN, i64::MAX), Some((0, 4)));
+        assert_eq!(getrange_bounds(0, 0, -1), None);
+        assert_eq!(getrange_bounds(5, 10, 20), None);
+        assert_eq!(getrange_bounds(5, -100, 0), Some((0, 0)));
+    }
+
+    #[test]
+    fn set_option_rules() {
+        let argv = |v: &[&str]| v.iter().map(|s| b(s)).collect::<Vec<_>>();
+        let ok = |v: &[&str]| parse_string_opts(&argv(v), 3, true).is_ok();
+        assert!(ok(&["set", "k", "v", "nx", "get", "ex", "10"]));
+        assert!(ok(&["set", "k", "v", "ex", "10", "ex", "20"]));
+        assert!(ok(&["set", "k", "v", "NX\0junk"]));
+        assert!(!ok(&["set", "k", "v", "nx", "xx"]));
+        assert!(!ok(&["set", "k", "v", "ex", "10", "px", "10"]));
+        assert!(!ok(&["set", "k", "v", "keepttl", "ex", "10"]));
+        assert!(!ok(&["set", "k", "v", "ex"]));
+        assert!(!ok(&["set", "k", "v", "persist"]));
+        let g = |v: &[&str]| parse_string_opts(&argv(v), 2, false).is_ok();
+        assert!(g(&["getex", "k", "persist"]));
+        assert!(!g(&["getex", "k", "nx"]));
+        assert!(!g(&["getex", "k", "persist", "ex", "1"]));
+    }
+
+    #[test]
+    fn expire_ms_rules() {
+        assert_eq!(expire_ms(ExpireKind::Ex, b"10", 1000, "set"), Ok(11_000));
+        assert_eq!(expire_ms(ExpireKind::PxAt, b"5", 1000, "set"), Ok(5));
+        assert_eq!(
+            expire_ms(ExpireKind::Ex, b"0", 1000, "set")
+                .unwrap_err()
+                .to_string(),
+            "ERR invalid expire time in 'set' command"
+        );
+        assert!(expire_ms(ExpireKind::Ex, b"9223372036854776", 0, "set").is_err());
+        assert!(expire_ms(ExpireKind::Px, b"9223372036854775807", 10, "set").is_err());
+        assert_eq!(
+            expire_ms(ExpireKind::Px, b"x", 0, "set"),
+            Err(CmdError::Static(error::NOT_INTEGER))
+        );
+    }
 }

@@ -55,6 +55,9 @@ pub struct Db {
     pub now_ms: u64,
     /// Modifications since the last successful save.
     pub dirty: u64,
+    /// Keys reclaimed by lazy expiry (a lookup found them due); INFO `expired_keys` adds this to the
+    /// active-expiry count.
+    pub lazy_expired: u64,
 }
 
 /// A copy of a database's content for a snapshot: cheap to take because values share their pages.
@@ -92,6 +95,7 @@ impl Db {
     fn expire_if_due(&mut self, key: &[u8]) -> bool {
         if !self.expires.is_empty() && self.is_due(key) {
             self.remove(key);
+            self.lazy_expired += 1;
             true
         } else {
             false
