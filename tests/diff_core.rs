@@ -672,7 +672,7 @@ impl Gen {
                         &["MATCH"],
                         &["bogus", "1"],
                     ];
-                    v.extend(self.rng.pick(bad).iter().map(|s| c(s)));
+                    v.extend(self.rng.pick(bad).iter().map(c));
                 }
                 if self.rng.chance(5) {
                     v[1] = c(self.rng.pick(&[" 1", "abc", "18446744073709551616", ""]));
@@ -772,7 +772,7 @@ impl Gen {
                     &["RANDOMKEY", "x"],
                     &["copy", "a"],
                 ];
-                self.rng.pick(cmds).iter().map(|s| c(s)).collect()
+                self.rng.pick(cmds).iter().map(c).collect()
             }
             56 => {
                 // Unknown commands, including long and binary arguments.

@@ -373,7 +373,7 @@ fn expire_generic(
     let flags = parse_expire_flags(&argv[3..])?;
     let mut when = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
     if seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return Err(invalid_expire(name));
         }
         when *= 1000;

@@ -10,7 +10,7 @@
 //!   exponent, `inf`/`infinity`), the whole argument consumed, no leading blank, no NaN, refusing
 //!   overflow and underflow to zero. The decimal value is converted exactly (big integers), then
 //!   rounded to nearest-even, as glibc does.
-//! - [`LongDouble::add`]: exact sum, rounded to nearest-even to 64 bits.
+//! - [`LongDouble::plus`]: exact sum, rounded to nearest-even to 64 bits.
 //! - [`LongDouble::to_human_string`]: `%.17Lf` (exact decimal expansion rounded to 17 fraction
 //!   digits), trailing zeros and a bare `.` removed, `-0` printed as `0`.
 //!
@@ -106,7 +106,7 @@ impl LongDouble {
     }
 
     /// The correctly rounded sum (round to nearest, ties to even), with IEEE signed zeros.
-    pub fn add(self, other: LongDouble) -> LongDouble {
+    pub fn plus(self, other: LongDouble) -> LongDouble {
         use Kind::*;
         match (self.kind, other.kind) {
             (NaN, _) | (_, NaN) => LongDouble {
@@ -640,7 +640,7 @@ mod tests {
     fn incr(a: &str, b: &str) -> Option<String> {
         let x = LongDouble::parse(a.as_bytes())?;
         let y = LongDouble::parse(b.as_bytes())?;
-        let s = x.add(y);
+        let s = x.plus(y);
         s.is_finite().then(|| s.to_human_string())
     }
 

@@ -344,7 +344,7 @@ fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `MSET key value [key value ...]` → OK.
 fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::arity("mset"));
     }
     let db = ctx.db();
@@ -356,7 +356,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `MSETNX key value [key value ...]` → 1 if every key was set, 0 (and nothing set) if any existed.
 fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Err(CmdError::arity("msetnx"));
     }
     let db = ctx.db();
@@ -557,7 +557,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(s) => Some(LongDouble::parse(s).ok_or(CmdError::Static(error::NOT_FLOAT))?),
     };
     let by = LongDouble::parse(&argv[2]).ok_or(CmdError::Static(error::NOT_FLOAT))?;
-    let sum = current.unwrap_or(LongDouble::ZERO).add(by);
+    let sum = current.unwrap_or(LongDouble::ZERO).plus(by);
     if !sum.is_finite() {
         return Err(CmdError::Static(error::INCR_NAN));
     }
