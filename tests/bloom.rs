@@ -380,3 +380,125 @@ fn scandump_loadchunk_round_trip_over_the_wire() {
         );
     }
 }
+
+/// What a client library sees: redis-rs parsing BF.* replies under RESP2 and RESP3, with a
+/// SCANDUMP/LOADCHUNK round trip through the client's own types (as redis-py's tests do).
+#[test]
+fn redis_crate_parses_bloom_replies() {
+    let s = start_server();
+    for url in [s.url(), format!("{}?protocol=resp3", s.url())] {
+        let client = redis::Client::open(url.as_str()).expect("client");
+        let mut con = client.get_connection().expect("connection");
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("flushall");
+        let ok: String = redis::cmd("BF.RESERVE")
+            .arg("b")
+            .arg(0.01)
+            .arg(10)
+            .query(&mut con)
+            .expect("reserve");
+        assert_eq!(ok, "OK");
+        let added: Vec<bool> = redis::cmd("BF.MADD")
+            .arg("b")
+            .arg(&["a", "b", "c"])
+            .query(&mut con)
+            .expect("madd");
+        assert_eq!(added, vec![true, true, true], "{url}");
+        let one: bool = redis::cmd("BF.ADD")
+            .arg("b")
+            .arg("a")
+            .query(&mut con)
+            .expect("add");
+        assert!(!one);
+        let found: Vec<bool> = redis::cmd("BF.MEXISTS")
+            .arg("b")
+            .arg(&["a", "zzz"])
+            .query(&mut con)
+            .expect("mexists");
+        assert_eq!(found, vec![true, false]);
+        let card: i64 = redis::cmd("BF.CARD")
+            .arg("b")
+            .query(&mut con)
+            .expect("card");
+        assert_eq!(card, 3);
+        // The full BF.INFO as name → value pairs (a flat array in RESP2, a map in RESP3).
+        let info: Vec<(String, Option<i64>)> = match redis::cmd("BF.INFO")
+            .arg("b")
+            .query::<redis::Value>(&mut con)
+            .expect("info")
+        {
+            redis::Value::Map(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        redis::from_redis_value(&k).expect("name"),
+                        redis::from_redis_value(&v).expect("value"),
+                    )
+                })
+                .collect(),
+            redis::Value::Array(flat) => flat
+                .chunks(2)
+                .map(|kv| {
+                    (
+                        redis::from_redis_value(&kv[0]).expect("name"),
+                        redis::from_redis_value(&kv[1]).expect("value"),
+                    )
+                })
+                .collect(),
+            other => panic!("unexpected BF.INFO reply {other:?}"),
+        };
+        assert_eq!(
+            info,
+            vec![
+                ("Capacity".into(), Some(10)),
+                ("Size".into(), Some(112)),
+                ("Number of filters".into(), Some(1)),
+                ("Number of items inserted".into(), Some(3)),
+                ("Expansion rate".into(), Some(2)),
+            ],
+            "{url}"
+        );
+        let mut chunks: Vec<(i64, Vec<u8>)> = Vec::new();
+        let mut it = 0i64;
+        loop {
+            let (next, data): (i64, Vec<u8>) = redis::cmd("BF.SCANDUMP")
+                .arg("b")
+                .arg(it)
+                .query(&mut con)
+                .expect("scandump");
+            if next == 0 {
+                break;
+            }
+            chunks.push((next, data));
+            it = next;
+        }
+        for (it, data) in &chunks {
+            let ok: String = redis::cmd("BF.LOADCHUNK")
+                .arg("copy")
+                .arg(*it)
+                .arg(data.as_slice())
+                .query(&mut con)
+                .expect("loadchunk");
+            assert_eq!(ok, "OK");
+        }
+        let a: Vec<String> = redis::cmd("BF.DEBUG")
+            .arg("b")
+            .query(&mut con)
+            .expect("debug");
+        let b: Vec<String> = redis::cmd("BF.DEBUG")
+            .arg("copy")
+            .query(&mut con)
+            .expect("debug");
+        assert_eq!(a, b);
+        // Auto-creation with the defaults.
+        let created: bool = redis::cmd("BF.ADD")
+            .arg("auto")
+            .arg("x")
+            .query(&mut con)
+            .expect("add");
+        assert!(created);
+        let err = redis::cmd("BF.INFO")
+            .arg("missing")
+            .query::<redis::Value>(&mut con);
+        assert!(err.is_err_and(|e| e.to_string().contains("not found")));
+    }
+}
