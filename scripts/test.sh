@@ -112,7 +112,7 @@ fi
 if [[ $run_compat == 1 ]]; then
     step "compat suite (pytest tests/compat)"
     export HYPERBLOOM_BIN=$TARGET/release/hyperbloom
-    "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests/compat "${pytest_extra[@]}"
+    "$VENV/bin/python" -m pytest -q -rsxX -p no:cacheprovider tests/compat "${pytest_extra[@]}"
 fi
 
 step "all tests passed in $(( $(date +%s) - started ))s"
