@@ -173,15 +173,10 @@ fn new_filter(
 
 /// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
 fn add_all(bf: &mut ScalingBloom, items: &[Bytes]) -> Reply {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        match bf.add(item) {
-            Ok(new) => out.push(Reply::Bool(new)),
-            Err(e) => {
-                out.push(Reply::Error(add_error(e)));
-                break;
-            }
-        }
+    let (answers, error) = bf.add_all(items);
+    let mut out: Vec<Reply> = answers.into_iter().map(Reply::Bool).collect();
+    if let Some(e) = error {
+        out.push(Reply::Error(add_error(e)));
     }
     Reply::Array(out)
 }
@@ -277,7 +272,7 @@ fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let items = &argv[2..];
     let out = match ctx.db().lookup(&argv[1]) {
-        Some(Value::Bloom(bf)) => items.iter().map(|i| Reply::Bool(bf.exists(i))).collect(),
+        Some(Value::Bloom(bf)) => bf.exists_all(items).into_iter().map(Reply::Bool).collect(),
         _ => vec![Reply::Bool(false); items.len()],
     };
     Ok(Reply::Array(out))

@@ -780,6 +780,51 @@ impl ScalingBloom {
     pub fn add(&mut self, item: &[u8]) -> Result<bool, AddError> {
         let (a, b) = self.hash(item);
         self.prefetch(a, b);
+        self.add_hashed(a, b)
+    }
+
+    /// Adds `items` in order, as BF.MADD does, stopping at the first error: the answers so far and
+    /// the error, if any. Each item's probes are prefetched while the previous one is added.
+    pub fn add_all<I: AsRef<[u8]>>(&mut self, items: &[I]) -> (Vec<bool>, Option<AddError>) {
+        let mut out = Vec::with_capacity(items.len());
+        let mut next = items.first().map(|i| self.hash(i.as_ref()));
+        if let Some((a, b)) = next {
+            self.prefetch(a, b);
+        }
+        for idx in 0..items.len() {
+            let Some((a, b)) = next else { break };
+            next = items.get(idx + 1).map(|i| self.hash(i.as_ref()));
+            if let Some((na, nb)) = next {
+                self.prefetch(na, nb);
+            }
+            match self.add_hashed(a, b) {
+                Ok(new) => out.push(new),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    /// Whether each of `items` may have been added, prefetching one item ahead (BF.MEXISTS).
+    pub fn exists_all<I: AsRef<[u8]>>(&self, items: &[I]) -> Vec<bool> {
+        let hashes: Vec<(u64, u64)> = items.iter().map(|i| self.hash(i.as_ref())).collect();
+        if let Some(&(a, b)) = hashes.first() {
+            self.prefetch(a, b);
+        }
+        hashes
+            .iter()
+            .enumerate()
+            .map(|(idx, &(a, b))| {
+                if let Some(&(na, nb)) = hashes.get(idx + 1) {
+                    self.prefetch(na, nb);
+                }
+                self.links.iter().rev().any(|l| l.check(a, b))
+            })
+            .collect()
+    }
+
+    /// [`ScalingBloom::add`] for a hash pair already computed (and prefetched).
+    fn add_hashed(&mut self, a: u64, b: u64) -> Result<bool, AddError> {
         if self.links.iter().rev().any(|l| l.check(a, b)) {
             return Ok(false);
         }

@@ -614,6 +614,23 @@ proptest! {
         for item in &added {
             prop_assert!(bf.exists(item));
         }
+        // The batch forms answer exactly as item-by-item calls do.
+        let mut batch = ScalingBloom::create(cap, error, growth, nonscaling).expect("create");
+        let (answers, err) = batch.add_all(&items);
+        let mut single = ScalingBloom::create(cap, error, growth, nonscaling).expect("create");
+        let mut expected = Vec::new();
+        let mut expected_err = None;
+        for item in &items {
+            match single.add(item) {
+                Ok(v) => expected.push(v),
+                Err(e) => { expected_err = Some(e); break; }
+            }
+        }
+        prop_assert_eq!(answers, expected);
+        prop_assert_eq!(err, expected_err);
+        let probes: Vec<Vec<u8>> = items.iter().map(|i| [&i[..], b"?"].concat()).chain(items.iter().cloned()).collect();
+        let one_by_one: Vec<bool> = probes.iter().map(|p| batch.exists(p)).collect();
+        prop_assert_eq!(batch.exists_all(&probes), one_by_one);
         let sum: u64 = bf.links().iter().map(|l| l.size()).sum();
         prop_assert_eq!(sum, bf.size());
         let copy = round_trip(&bf);
