@@ -3,9 +3,10 @@
 //! Random workloads run on both servers side by side: PFADD batches of 1 to 100 000 binary
 //! elements (up to about 200 000 per key), single- and multi-key PFCOUNT (missing and repeated keys
 //! included), PFMERGE of sparse and dense keys into new and existing keys (with no sources too),
-//! `CONFIG SET hll-sparse-max-bytes` changes, PFDEBUG TODENSE/GETREG/DECODE, DEL, and damaged
-//! bytes (as Redis's SETRANGE fuzz test does). Every reply is compared byte for byte, and after every step the `GET` bytes of every
-//! key. Any difference fails the test with the workload seed and step.
+//! `CONFIG SET hll-sparse-max-bytes` changes, PFDEBUG TODENSE/GETREG/DECODE, DEL, damage by
+//! SETRANGE (as Redis's fuzz test does), APPEND and SET, and WATCH/EXEC around PF commands (which
+//! of them count as modifying the key). Every reply is compared byte for byte, and after every
+//! step the `GET` bytes of every key. Any difference fails the test with the workload seed and step.
 //!
 //! If `redis-server` is not installed the test prints a message and passes vacuously.
 //! `HLL_DIFF_SEEDS=N` (default 20) and `HLL_DIFF_FIRST_SEED=S` (default 1) run longer soaks.
@@ -229,19 +230,49 @@ fn workload(pair: &mut Pair, seed: u64, steps: usize) {
                 let sub = *rng.pick(&[&b"TODENSE"[..], b"GETREG", b"DECODE", b"ENCODING"]);
                 pair.cmd(seed, "PFDEBUG", &[b"PFDEBUG", sub, key]);
             }
-            91..=93 => {
+            91..=92 => {
                 pair.cmd(seed, "DEL", &[b"DEL", key]);
                 added[ki] = 0;
             }
+            93 => {
+                // Does the PF command count as a modification? EXEC answers nil if it did.
+                pair.cmd(seed, "WATCH", &[b"WATCH", key]);
+                let e = element(&mut rng);
+                match rng.below(3) {
+                    0 => pair.cmd(seed, "PFCOUNT watched", &[b"PFCOUNT", key]),
+                    1 => pair.cmd(seed, "PFADD watched", &[b"PFADD", key, &e]),
+                    _ => pair.cmd(seed, "PFADD watched, no element", &[b"PFADD", key]),
+                };
+                pair.cmd(seed, "MULTI", &[b"MULTI"]);
+                pair.cmd(seed, "PING queued", &[b"PING"]);
+                pair.cmd(seed, "EXEC", &[b"EXEC"]);
+            }
             _ => {
-                // Damage a byte (Redis's fuzz test does it with SETRANGE; GET + SET writes the
-                // same bytes), then read and update the key.
+                // Damage the value as Redis's fuzz test does (SETRANGE), or with APPEND or a
+                // whole-value SET, then read and update the key.
                 let got = pair.cmd(seed, "GET", &[b"GET", key]);
                 if let Some(mut v) = bulk(&got) {
                     if v.len() > 16 {
                         let off = 16 + rng.below(v.len() as u64 - 16) as usize;
-                        v[off] = rng.next() as u8;
-                        pair.cmd(seed, "SET damaged", &[b"SET", key, &v]);
+                        let byte = [rng.next() as u8];
+                        match rng.below(3) {
+                            0 => {
+                                let o = off.to_string();
+                                pair.cmd(
+                                    seed,
+                                    "SETRANGE damage",
+                                    &[b"SETRANGE", key, o.as_bytes(), &byte],
+                                );
+                            }
+                            1 => {
+                                let tail = element(&mut rng);
+                                pair.cmd(seed, "APPEND damage", &[b"APPEND", key, &tail]);
+                            }
+                            _ => {
+                                v[off] = byte[0];
+                                pair.cmd(seed, "SET damage", &[b"SET", key, &v]);
+                            }
+                        }
                         pair.cmd(seed, "PFCOUNT damaged", &[b"PFCOUNT", key]);
                         let e = element(&mut rng);
                         pair.cmd(seed, "PFADD damaged", &[b"PFADD", key, &e]);

@@ -3,8 +3,10 @@
 //! HLLs are plain `Value::Str` strings; all format knowledge lives in [`crate::store::hll`]. This
 //! file only does what Redis's command functions do around it: key lookups in Redis's order (type
 //! check, then HLL validation, then decoding, per key), which lookups count as writes, and the
-//! replies. Writes go through `Db::lookup_mut` only when bytes really change, so a PFADD that
-//! changes nothing and a PFCOUNT served from a valid cache leave WATCHed keys alone, as in Redis.
+//! replies. A key is signalled as modified (WATCH, dirty) exactly when Redis signals it: after a
+//! PFADD that created the key or changed a register, a PFCOUNT that wrote its cache back, and every
+//! PFMERGE. A PFADD that changes nothing, a PFCOUNT served from a valid cache, and a command that
+//! stops at a corrupt value leave WATCHed keys alone (the differential test checks this).
 
 use bytes::Bytes;
 
@@ -93,10 +95,10 @@ fn sparse_max_bytes(ctx: &Ctx) -> u64 {
     ctx.config().hll_sparse_max_bytes as u64
 }
 
-/// The value of a key already validated as an HLL, for writing.
+/// The value of a key already validated as an HLL, for writing. The caller signals the change.
 fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<&'a mut Vec<u8>, CmdError> {
     ctx.db()
-        .lookup_mut(key)
+        .lookup_mut_unsignalled(key)
         .and_then(Value::as_str_mut)
         .ok_or(CmdError::Static(hll::ERR_NOT_HLL))
 }
@@ -123,7 +125,11 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         },
     };
     let v = hll_mut(ctx, key)?;
+    // A corrupt value found partway keeps the earlier changes but, as in Redis, is not signalled.
     let updated = hll::pfadd(v, elems(start), false, max_bytes).map_err(hll_error)?;
+    if updated {
+        ctx.db().signal_modified(key);
+    }
     Ok(Reply::Int(updated as i64))
 }
 
@@ -142,7 +148,11 @@ fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
         let v = hll_mut(ctx, key)?;
-        let (card, _) = hll::count_cached(v).map_err(hll_error)?;
+        let (card, written) = hll::count_cached(v).map_err(hll_error)?;
+        if written {
+            // Writing the cache back is a modification (WATCH, dirty), as in Redis.
+            ctx.db().signal_modified(key);
+        }
         return Ok(Reply::Int(card as i64));
     }
     let mut max: Box<Registers> = Box::new([0u8; REGISTERS]);
@@ -173,6 +183,7 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let v = hll_mut(ctx, dest)?;
     hll::merge_apply(v, &max, any_dense, max_bytes).map_err(hll_error)?;
+    ctx.db().signal_modified(dest);
     Ok(Reply::ok())
 }
 
@@ -212,9 +223,12 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     };
     debug_assert_eq!(enc, Encoding::Sparse);
-    // GETREG and TODENSE convert a sparse value in place.
+    // GETREG and TODENSE convert a sparse value in place. Redis counts that as a change for
+    // persistence but does not signal it to WATCH.
     let v = hll_mut(ctx, key)?;
     hll::sparse_to_dense(v).map_err(hll_error)?;
+    ctx.db().dirty += 1;
+    let v = hll_mut(ctx, key)?;
     if sub == b"todense" {
         Ok(Reply::Int(1))
     } else {

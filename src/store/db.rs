@@ -144,6 +144,14 @@ impl Db {
         }
     }
 
+    /// Write lookup that does not mark the key modified, for commands that, like Redis's, signal
+    /// the change themselves ([`Db::signal_modified`]) only once they know they succeeded: PFADD
+    /// that stops at a corrupt HLL and PFCOUNT that fails to recompute leave WATCH alone.
+    pub fn lookup_mut_unsignalled(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.expire_if_due(key);
+        self.map.get_mut(key)
+    }
+
     pub fn contains(&mut self, key: &[u8]) -> bool {
         self.lookup(key).is_some()
     }
