@@ -752,7 +752,9 @@ impl Gen {
             }
             49 => vec![c("PERSIST"), k],
             50 => {
-                let sub = self.rng.pick(&["FREQ", "HELP", "bogus", "IDLETIME"]);
+                let sub = self
+                    .rng
+                    .pick(&["FREQ", "HELP", "bogus", "IDLETIME", "ENCODING", "ENCODING"]);
                 if *sub == "HELP" {
                     vec![c("OBJECT"), c(sub)]
                 } else if *sub == "IDLETIME" {

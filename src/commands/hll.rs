@@ -116,6 +116,8 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             // A fresh value cannot be corrupt; keep whatever it holds either way.
             let r = hll::pfadd(&mut v, elems(0), true, max_bytes);
             db.insert(key.clone(), Value::Str(v));
+            // Redis builds the new HLL with `createObject`: OBJECT ENCODING says `raw`.
+            db.set_encoding_override(key, Some("raw"));
             r.map_err(hll_error)?;
             return Ok(Reply::Int(1));
         }

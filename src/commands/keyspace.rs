@@ -15,10 +15,12 @@
 //! may come back empty with a nonzero cursor, as in Redis.
 //!
 //! OBJECT ENCODING derives the encoding from the value (`int`, `embstr`, `raw` for strings, as
-//! `tryObjectEncoding` would choose for the bytes). Redis also remembers how a string was produced: a
-//! string modified in place by APPEND or SETRANGE is `raw` however short, and an INCRBYFLOAT result is
-//! `embstr` even when it looks like an integer. hyperbloom does not track that history (the value is
-//! stored as plain bytes), so those cases report the content-derived encoding.
+//! `tryObjectEncoding` would choose for the bytes), unless the database recorded an override: Redis
+//! also remembers how a string was produced — a string modified in place (APPEND, SETRANGE, PFADD) or
+//! created by SETRANGE is `raw` however short, an INCRBYFLOAT result is `embstr` even when it looks
+//! like an integer — and RENAME, MOVE and COPY keep the encoding. OBJECT REFCOUNT reports Redis's
+//! shared-integer refcount for small integers stored by SET; an approximation elsewhere (a COPY of a
+//! shared integer has refcount 1 in Redis).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -214,6 +216,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
         return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
     }
     let expire = db.expire_at(src);
+    let encoding = db.encoding_override(src);
     if db.contains(dst) {
         if nx {
             return Ok(Reply::Int(0));
@@ -224,6 +227,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
         return Err(CmdError::Static(error::NO_SUCH_KEY));
     };
     db.insert(dst.clone(), value);
+    db.set_encoding_override(dst, encoding);
     if let Some(when) = expire {
         db.set_expire(dst, when);
     }
@@ -279,6 +283,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let expire = db.expire_at(key);
+    // `dupStringObject` keeps the encoding.
+    let encoding = db.encoding_override(key);
     let dst = ctx.db_at(dst_db);
     if dst.contains(newkey) {
         if !replace {
@@ -287,6 +293,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         dst.remove(newkey);
     }
     dst.insert(newkey.clone(), value);
+    dst.set_encoding_override(newkey, encoding);
     if let Some(when) = expire {
         dst.set_expire(newkey, when);
     }
@@ -306,6 +313,7 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     let expire = db.expire_at(key);
+    let encoding = db.encoding_override(key);
     if ctx.db_at(target).contains(key) {
         return Ok(Reply::Int(0));
     }
@@ -314,6 +322,7 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let dst = ctx.db_at(target);
     dst.insert(key.clone(), value);
+    dst.set_encoding_override(key, encoding);
     if let Some(when) = expire {
         dst.set_expire(key, when);
     }
@@ -481,10 +490,14 @@ fn object_container(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `OBJECT ENCODING key` → the encoding name, or null for a missing key.
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(match ctx.db().lookup(&argv[2]) {
-        Some(v) => Reply::bulk_str(v.encoding_name()),
-        None => Reply::Null,
-    })
+    let db = ctx.db();
+    let Some(v) = db.lookup(&argv[2]) else {
+        return Ok(Reply::Null);
+    };
+    let derived = v.encoding_name();
+    Ok(Reply::bulk_str(
+        db.encoding_override(&argv[2]).unwrap_or(derived),
+    ))
 }
 
 fn lfu_policy(ctx: &Ctx) -> bool {
@@ -517,10 +530,14 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `OBJECT REFCOUNT key` → 1, or `INT_MAX` for the small integers Redis shares (0..9999).
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(match ctx.db().lookup(&argv[2]) {
+    let db = ctx.db();
+    let overridden = db.encoding_override(&argv[2]).is_some();
+    Ok(match db.lookup(&argv[2]) {
         None => Reply::Null,
         Some(Value::Str(s))
-            if s.len() <= 4 && parse_i64(s).is_some_and(|v| (0..10000).contains(&v)) =>
+            if !overridden
+                && s.len() <= 4
+                && parse_i64(s).is_some_and(|v| (0..10000).contains(&v)) =>
         {
             Reply::Int(i32::MAX as i64)
         }

@@ -472,7 +472,10 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             check_string_length(ctx, new_end)?;
             let mut s = vec![0u8; new_end as usize];
             s[offset as usize..].copy_from_slice(value);
-            ctx.db().insert(key.clone(), Value::Str(s));
+            let db = ctx.db();
+            db.insert(key.clone(), Value::Str(s));
+            // Redis builds the new string with `createObject`: `raw` however short.
+            db.set_encoding_override(key, Some("raw"));
             Ok(Reply::Int(new_end as i64))
         }
         Some(s) => {
@@ -516,6 +519,8 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
             if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
                 *s = text;
             }
+            // Redis stores a fresh integer object: `int`, whatever the string was before.
+            db.set_encoding_override(key, None);
         }
     }
     Ok(Reply::Int(new))
@@ -563,6 +568,8 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let text = sum.to_human_string().into_bytes();
     let reply = Reply::Bulk(Bytes::copy_from_slice(&text));
+    // Redis stores the result with `createStringObject`: embstr up to 44 bytes, never `int`.
+    let encoding = if text.len() <= 44 { "embstr" } else { "raw" };
     match current {
         None => db.insert(key.clone(), Value::Str(text)),
         Some(_) => {
@@ -571,6 +578,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
     }
+    db.set_encoding_override(key, Some(encoding));
     Ok(reply)
 }
 

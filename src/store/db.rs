@@ -51,6 +51,12 @@ pub struct Db {
     expires: KeyMap<u64>,
     expire_queue: BTreeSet<(u64, Bytes)>,
     watched: KeyMap<Watch>,
+    /// Strings whose Redis encoding is not the one their bytes suggest (`OBJECT ENCODING`): Redis
+    /// turns a string modified in place (APPEND, SETRANGE, PFADD...) into `raw` however short, and
+    /// INCRBYFLOAT stores `embstr` even for "3". Empty unless such strings exist; dropped whenever
+    /// the key's value is replaced or removed (and not saved: a reload re-derives encodings, as in
+    /// Redis).
+    encodings: KeyMap<&'static str>,
     /// The clock used for expiry decisions (unix ms), set before each command.
     pub now_ms: u64,
     /// Modifications since the last successful save.
@@ -136,7 +142,12 @@ impl Db {
     /// Write lookup: the value for in-place modification. Marks the key modified.
     pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
         self.expire_if_due(key);
-        if self.map.contains_key(key) {
+        if let Some((k, v)) = self.map.get_key_value(key) {
+            // Redis unshares a string before writing into it: it becomes `raw`.
+            if matches!(v, Value::Str(_)) && self.encodings.get(key) != Some(&"raw") {
+                let k = k.clone();
+                self.encodings.insert(k, "raw");
+            }
             self.touch(key);
             self.map.get_mut(key)
         } else {
@@ -161,6 +172,7 @@ impl Db {
         let key = own_key(key);
         self.clear_expire(&key);
         self.touch(&key);
+        self.forget_encoding(&key);
         self.map.insert(key, value);
     }
 
@@ -169,6 +181,7 @@ impl Db {
         let key = own_key(key);
         self.expire_if_due(&key);
         self.touch(&key);
+        self.forget_encoding(&key);
         self.map.insert(key, value);
     }
 
@@ -179,8 +192,34 @@ impl Db {
         if v.is_some() {
             self.clear_expire(key);
             self.touch(key);
+            self.forget_encoding(key);
         }
         v
+    }
+
+    fn forget_encoding(&mut self, key: &[u8]) {
+        if !self.encodings.is_empty() {
+            self.encodings.remove(key);
+        }
+    }
+
+    /// The encoding Redis would report for the string at `key` when it differs from the one its bytes
+    /// suggest (see `encodings`).
+    pub fn encoding_override(&self, key: &[u8]) -> Option<&'static str> {
+        self.encodings.get(key).copied()
+    }
+
+    /// Records (or with None, drops) an encoding override for an existing key.
+    pub fn set_encoding_override(&mut self, key: &[u8], encoding: Option<&'static str>) {
+        match encoding {
+            None => self.forget_encoding(key),
+            Some(e) => {
+                if let Some((k, _)) = self.map.get_key_value(key) {
+                    let k = k.clone();
+                    self.encodings.insert(k, e);
+                }
+            }
+        }
     }
 
     /// Removes a live key (DEL semantics: an expired key counts as absent).
@@ -258,6 +297,7 @@ impl Db {
         self.map.clear();
         self.expires.clear();
         self.expire_queue.clear();
+        self.encodings.clear();
         for k in existed {
             if let Some(w) = self.watched.get_mut(&k) {
                 w.version += 1;
