@@ -142,12 +142,8 @@ impl Db {
     /// Write lookup: the value for in-place modification. Marks the key modified.
     pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
         self.expire_if_due(key);
-        if let Some((k, v)) = self.map.get_key_value(key) {
-            // Redis unshares a string before writing into it: it becomes `raw`.
-            if matches!(v, Value::Str(_)) && self.encodings.get(key) != Some(&"raw") {
-                let k = k.clone();
-                self.encodings.insert(k, "raw");
-            }
+        if self.map.contains_key(key) {
+            self.mark_raw_if_string(key);
             self.touch(key);
             self.map.get_mut(key)
         } else {
@@ -160,7 +156,18 @@ impl Db {
     /// that stops at a corrupt HLL and PFCOUNT that fails to recompute leave WATCH alone.
     pub fn lookup_mut_unsignalled(&mut self, key: &[u8]) -> Option<&mut Value> {
         self.expire_if_due(key);
+        self.mark_raw_if_string(key);
         self.map.get_mut(key)
+    }
+
+    /// Redis unshares a string before writing into it: OBJECT ENCODING then says `raw`.
+    fn mark_raw_if_string(&mut self, key: &[u8]) {
+        if let Some((k, Value::Str(_))) = self.map.get_key_value(key) {
+            if self.encodings.get(key) != Some(&"raw") {
+                let k = k.clone();
+                self.encodings.insert(k, "raw");
+            }
+        }
     }
 
     pub fn contains(&mut self, key: &[u8]) -> bool {
