@@ -216,10 +216,12 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 b"todense" if enc == Encoding::Dense => return Ok(Reply::Int(0)),
                 b"getreg" | b"todense" => enc,
                 _ => {
+                    // Redis formats the name with `%s`, which stops at a NUL byte.
+                    let name = argv[1].split(|&b| b == 0).next().unwrap_or_default();
                     return Err(CmdError::Owned(format!(
                         "ERR Unknown PFDEBUG subcommand '{}'",
-                        String::from_utf8_lossy(&argv[1])
-                    )))
+                        String::from_utf8_lossy(name)
+                    )));
                 }
             }
         }

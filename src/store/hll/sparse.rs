@@ -250,7 +250,10 @@ pub(super) fn sparse_set(
             } else {
                 // An XZERO cut short at the end (its second byte was the implied NUL). Redis grows
                 // the length by `delta` and copies the whole sequence from `p`, so the last byte of
-                // the sequence lands just past the new end.
+                // the sequence lands just past the new end. Known limit: Redis keeps that byte in
+                // memory where its terminating NUL was, so if the value now ends in a cut-short
+                // XZERO, Redis's later decodes read that byte (until the string is reallocated)
+                // where we read 0. Only crafted values reach this path.
                 v.truncate(p);
                 v.extend_from_slice(&seq[..seq.len() - 1]);
             }
