@@ -249,3 +249,24 @@ fn maxclients_refuses_extra_connections() {
     let mut b = s.raw();
     assert_eq!(b.read_reply(), b"-ERR max number of clients reached\r\n");
 }
+
+#[test]
+fn info_reports_bloom_counters_and_sub_microsecond_stats() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["BF.ADD", "bf", "a"]), b":1\r\n");
+    assert_eq!(c.cmd_str(&["BF.ADD", "bf", "b"]), b":1\r\n");
+    let r = String::from_utf8(c.cmd_str(&["INFO", "bloom"])).unwrap();
+    assert!(r.contains("bf_filters:1\r\n"), "{r}");
+    assert!(r.contains("bf_items_inserted:2\r\n"), "{r}");
+    let r = String::from_utf8(c.cmd_str(&["INFO", "commandstats"])).unwrap();
+    let line = r
+        .lines()
+        .find(|l| l.starts_with("cmdstat_bf.add:"))
+        .expect("bf.add stats");
+    assert!(line.contains("calls=2,"), "{line}");
+    assert!(
+        !line.contains("usec_per_call=0.00"),
+        "sub-microsecond calls must not round to zero: {line}"
+    );
+}

@@ -273,7 +273,9 @@ impl ClientState {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CommandStat {
     pub calls: u64,
-    pub usec: u64,
+    /// Time spent in the handler, in nanoseconds (INFO shows microseconds; summing whole
+    /// microseconds per call would round sub-microsecond commands down to zero).
+    pub nanos: u64,
     pub rejected: u64,
     pub failed: u64,
 }
@@ -485,7 +487,7 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     };
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
-    stat.usec += started.elapsed().as_micros() as u64;
+    stat.nanos += started.elapsed().as_nanos() as u64;
     if reply.is_error() {
         stat.failed += 1;
     }

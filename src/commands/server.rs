@@ -544,6 +544,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "modules",
+    "bloom",
     "errorstats",
     "cluster",
     "keyspace",
@@ -557,6 +558,7 @@ const ALL_SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "modules",
+    "bloom",
     "commandstats",
     "errorstats",
     "cluster",
@@ -699,6 +701,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
             );
         }
+        "bloom" => out.push_str(&super::bloom::info_section(ctx.store)),
         "modules" => {
             let _ = write!(
                 out,
@@ -713,14 +716,19 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                     continue;
                 }
                 let per = if s.calls > 0 {
-                    s.usec as f64 / s.calls as f64
+                    s.nanos as f64 / 1000.0 / s.calls as f64
                 } else {
                     0.0
                 };
                 let _ = write!(
                     out,
                     "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
-                    spec.name, s.calls, s.usec, per, s.rejected, s.failed
+                    spec.name,
+                    s.calls,
+                    s.nanos / 1000,
+                    per,
+                    s.rejected,
+                    s.failed
                 );
             }
         }
