@@ -38,15 +38,62 @@ fn idx(h: u32) -> usize {
     ((h >> (3 * 8 - HLOG)).wrapping_sub(h.wrapping_mul(5)) as usize) & (HSIZE - 1)
 }
 
+/// The hash table: the last position of each 3-byte hash, tagged with the generation (call) that
+/// stored it so a slot from an earlier call reads as empty without re-zeroing 512 KiB per call —
+/// which for a million small strings would cost more than compressing them.
+struct Table {
+    slots: Box<[u64]>,
+    generation: u64,
+}
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            slots: vec![0u64; HSIZE].into_boxed_slice(),
+            generation: 0,
+        }
+    }
+
+    #[inline]
+    fn get(&self, slot: usize) -> usize {
+        let e = self.slots[slot];
+        if e >> 32 == self.generation {
+            (e & 0xffff_ffff) as usize
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, slot: usize, pos: usize) {
+        self.slots[slot] = (self.generation << 32) | pos as u64;
+    }
+}
+
+thread_local! {
+    static TABLE: std::cell::RefCell<Table> = std::cell::RefCell::new(Table::new());
+}
+
 /// Compresses `input` into at most `out_len` bytes. `None` when the result would not fit (or the
-/// input is empty), exactly when liblzf's `lzf_compress` returns 0.
+/// input is empty), exactly when liblzf's `lzf_compress` returns 0. Inputs of 4 GiB or more are
+/// not compressed (positions are 32-bit, as in liblzf).
 pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
-    let in_len = input.len();
-    if in_len == 0 || out_len == 0 {
+    if input.is_empty() || out_len == 0 || input.len() >= u32::MAX as usize {
         return None;
     }
-    // Positions are stored as u32 offsets, as liblzf does on 64-bit hosts.
-    let mut htab = vec![0u32; HSIZE];
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        t.generation += 1;
+        if t.generation >= 1 << 31 {
+            t.slots.fill(0);
+            t.generation = 1;
+        }
+        compress_with(&mut t, input, out_len)
+    })
+}
+
+fn compress_with(htab: &mut Table, input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let in_len = input.len();
     // liblzf may write up to 3 bytes past its conservative checks before the final test; size the
     // buffer so those writes stay in bounds, then enforce `out_len` on the result.
     let mut out = vec![0u8; out_len + 4];
@@ -59,8 +106,8 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     while in_len > 2 && ip < in_len - 2 {
         hval = (hval << 8) | input[ip + 2] as u32;
         let slot = idx(hval);
-        let r = htab[slot] as usize;
-        htab[slot] = ip as u32;
+        let r = htab.get(slot);
+        htab.set(slot, ip);
         let is_match = r < ip
             && ip - r - 1 < MAX_OFF
             && r > 0
@@ -120,10 +167,10 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
             ip -= 2;
             hval = first(ip);
             hval = (hval << 8) | input[ip + 2] as u32;
-            htab[idx(hval)] = ip as u32;
+            htab.set(idx(hval), ip);
             ip += 1;
             hval = (hval << 8) | input[ip + 2] as u32;
-            htab[idx(hval)] = ip as u32;
+            htab.set(idx(hval), ip);
             ip += 1;
         } else {
             if op >= out_len {

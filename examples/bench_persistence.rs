@@ -1,0 +1,127 @@
+//! Save/load throughput of RDB snapshots, measured on the library (no network):
+//!
+//! ```text
+//! cargo run --release --example bench_persistence -- [bloom_mb] [hlls] [dir]
+//! ```
+//!
+//! 1. `bloom_mb` MB of Bloom filters (64 MB links, bit arrays half set from a PRNG, i.e. filters
+//!    filled to capacity — incompressible, the worst case for LZF), saved with `rdbcompression`
+//!    yes and no, then loaded back;
+//! 2. `hlls` small sparse HyperLogLogs (10 elements each), saved and loaded.
+//!
+//! Prints MB/s of file bytes. The file goes to `dir` (default /tmp) and is removed afterwards.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyperbloom::persistence::rdb::SaveOptions;
+use hyperbloom::persistence::snapshot::{self, Target};
+use hyperbloom::store::bloom::{RawLink, ScalingBloom};
+use hyperbloom::store::{Store, Value};
+
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn bloom_store(total_mb: u64) -> Store {
+    let mut store = Store::new(16);
+    let link_bytes: u64 = 64 << 20;
+    let n = (total_mb << 20).div_ceil(link_bytes);
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    // A template filter of the right shape, for valid link fields.
+    let shape = ScalingBloom::create(link_bytes * 8 / 10, 0.01, 2, true).unwrap();
+    let l = &shape.links()[0];
+    for i in 0..n {
+        let bytes = l.bytes();
+        let mut data = vec![0u8; bytes as usize];
+        for c in data.chunks_mut(8) {
+            let r = xorshift(&mut seed).to_le_bytes();
+            c.copy_from_slice(&r[..c.len()]);
+        }
+        let raw = RawLink {
+            entries: l.entries(),
+            error: l.error(),
+            bpe: l.bpe(),
+            hashes: l.hashes() as u64,
+            bits: l.bits(),
+            n2: 0,
+            size: l.entries(),
+            data,
+        };
+        let b = ScalingBloom::from_raw_parts(l.entries(), shape.options(), 2, vec![raw]).unwrap();
+        store.dbs[0].insert(Bytes::from(format!("bf:{i}")), Value::Bloom(Box::new(b)));
+    }
+    store
+}
+
+fn hll_store(n: u64) -> Store {
+    let mut store = Store::new(16);
+    for i in 0..n {
+        let mut v = hyperbloom::store::hll::new_sparse();
+        for j in 0..10 {
+            let _ = hyperbloom::store::hll::add(&mut v, format!("{i}:{j}").as_bytes(), 3000);
+        }
+        store.dbs[0].insert(Bytes::from(format!("hll:{i}")), Value::Str(v));
+    }
+    store
+}
+
+fn run(name: &str, store: &Store, dir: &Path, compression: bool) {
+    let target = Target {
+        dir: dir.to_path_buf(),
+        filename: format!("bench-{}.rdb", std::process::id()),
+        opts: SaveOptions {
+            compression,
+            checksum: true,
+        },
+    };
+    let t = Instant::now();
+    let size = snapshot::write_file(&target, None, |w| snapshot::write_store(w, store)).unwrap();
+    let save = t.elapsed().as_secs_f64();
+    let mut loaded = Store::new(16);
+    let t = Instant::now();
+    let stats = hyperbloom::persistence::load_file(&target.path(), &mut loaded, true).unwrap();
+    let load = t.elapsed().as_secs_f64();
+    let mb = size as f64 / (1 << 20) as f64;
+    println!(
+        "{name:<28} compression={:<3} file {mb:9.1} MB  save {save:6.2}s {:8.1} MB/s  load {load:6.2}s {:8.1} MB/s  ({} keys)",
+        if compression { "yes" } else { "no" },
+        mb / save,
+        mb / load,
+        stats.keys_loaded
+    );
+    let _ = std::fs::remove_file(target.path());
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bloom_mb: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1024);
+    let hlls: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = PathBuf::from(args.get(3).cloned().unwrap_or_else(|| "/tmp".into()));
+    if bloom_mb > 0 {
+        let store = bloom_store(bloom_mb);
+        run(
+            &format!("{bloom_mb} MB of Bloom filters"),
+            &store,
+            &dir,
+            false,
+        );
+        run(
+            &format!("{bloom_mb} MB of Bloom filters"),
+            &store,
+            &dir,
+            true,
+        );
+    }
+    if hlls > 0 {
+        let store = hll_store(hlls);
+        run(&format!("{hlls} small HLLs"), &store, &dir, true);
+    }
+}
