@@ -543,6 +543,14 @@ impl Gen {
     }
 
     fn pattern(&mut self) -> Vec<u8> {
+        if self.rng.chance(40) {
+            // Random glob syntax over the key alphabet: brackets, ranges, negation, escapes.
+            let alphabet = b"*?[]^-\\k1a2{}ey \x00\xff";
+            let n = 1 + self.rng.below(7);
+            return (0..n)
+                .map(|_| alphabet[self.rng.below(alphabet.len())])
+                .collect();
+        }
         let choices: &[&[u8]] = &[
             b"*",
             b"k*",
@@ -817,7 +825,20 @@ impl Gen {
                 let v = self.value();
                 vec![c("SET"), k, v]
             }
-            60 => vec![c("GETEX"), k, self.case("PERSIST")],
+            60 => {
+                // HLLs are strings: PFADD/PFCOUNT mixed with string commands on the same keys.
+                match self.rng.below(3) {
+                    0 => {
+                        let mut v = vec![c("PFADD"), k];
+                        for _ in 0..self.rng.below(4) {
+                            v.push(self.value());
+                        }
+                        v
+                    }
+                    1 => vec![c("PFCOUNT"), k],
+                    _ => vec![c("GETEX"), k, self.case("PERSIST")],
+                }
+            }
             _ => vec![c("SETRANGE"), k, c("2"), self.value()],
         }
     }

@@ -3,85 +3,117 @@
 
 /// True if `string` matches `pattern`.
 pub fn matches(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    match_from(pattern, string, nocase, 0)
+    let mut skip_longer = false;
+    match_impl(pattern, string, nocase, &mut skip_longer, 0)
 }
 
-fn eq(a: u8, b: u8, nocase: bool) -> bool {
-    if nocase {
-        a.eq_ignore_ascii_case(&b)
-    } else {
-        a == b
-    }
+/// The byte at `i` as C sees it: a NUL past the end (patterns are NUL-terminated `sds` strings).
+fn at(p: &[u8], i: usize) -> u8 {
+    p.get(i).copied().unwrap_or(0)
 }
 
-fn match_from(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
-    // Redis caps recursion; a pathological pattern simply fails to match.
-    if depth > 1000 {
+fn lower(c: u8) -> u8 {
+    c.to_ascii_lowercase()
+}
+
+/// A byte as a C `char` on x86-64 (signed), for the range comparisons of `[a-z]`.
+fn signed(c: u8) -> i32 {
+    c as i8 as i32
+}
+
+/// Redis's `stringmatchlen_impl`, step for step, including its quirks: the loop runs only while
+/// both pattern and string have bytes left, so an empty string matches only an empty pattern (KEYS
+/// `*` and SCAN `MATCH *` bypass matching altogether); `[` ranges compare signed chars; an
+/// unterminated `[` class ends the pattern; and `skip_longer` stops retrying a `*` once a deeper `*`
+/// has already scanned to the end of the string (the result is the same, only faster).
+fn match_impl(
+    pattern: &[u8],
+    string: &[u8],
+    nocase: bool,
+    skip_longer: &mut bool,
+    nesting: usize,
+) -> bool {
+    if nesting > 1000 {
         return false;
     }
-    while !p.is_empty() {
-        match p[0] {
+    let (mut p, mut s) = (0usize, 0usize);
+    let (plen, slen) = (pattern.len(), string.len());
+    while p < plen && s < slen {
+        match pattern[p] {
             b'*' => {
-                while p.len() > 1 && p[1] == b'*' {
-                    p = &p[1..];
+                while p < plen && at(pattern, p + 1) == b'*' {
+                    p += 1;
                 }
-                if p.len() == 1 {
+                if plen - p == 1 {
                     return true;
                 }
-                for i in 0..=s.len() {
-                    if match_from(&p[1..], &s[i..], nocase, depth + 1) {
+                while s < slen {
+                    if match_impl(
+                        &pattern[p + 1..],
+                        &string[s..],
+                        nocase,
+                        skip_longer,
+                        nesting + 1,
+                    ) {
                         return true;
                     }
+                    if *skip_longer {
+                        return false;
+                    }
+                    s += 1;
                 }
+                *skip_longer = true;
                 return false;
             }
-            b'?' => {
-                if s.is_empty() {
-                    return false;
-                }
-                s = &s[1..];
-            }
+            b'?' => s += 1,
             b'[' => {
-                if s.is_empty() {
-                    return false;
-                }
-                p = &p[1..];
-                let not = p.first() == Some(&b'^');
+                p += 1;
+                let not = at(pattern, p) == b'^';
                 if not {
-                    p = &p[1..];
+                    p += 1;
                 }
                 let mut matched = false;
+                let c = string[s];
                 loop {
-                    if p.is_empty() {
-                        break;
-                    }
-                    if p[0] == b'\\' && p.len() >= 2 {
-                        p = &p[1..];
-                        if eq(p[0], s[0], nocase) {
+                    if at(pattern, p) == b'\\' && plen.saturating_sub(p) >= 2 {
+                        p += 1;
+                        if pattern[p] == c {
                             matched = true;
                         }
-                    } else if p[0] == b']' {
+                    } else if at(pattern, p) == b']' {
                         break;
-                    } else if p.len() >= 3 && p[1] == b'-' {
-                        let (mut lo, mut hi) = (p[0], p[2]);
-                        if lo > hi {
-                            std::mem::swap(&mut lo, &mut hi);
+                    } else if p >= plen {
+                        // Unterminated class: step back so the loop's increment ends the pattern.
+                        p -= 1;
+                        break;
+                    } else if plen - p >= 3 && pattern[p + 1] == b'-' {
+                        let (mut start, mut end, mut ch) =
+                            (signed(pattern[p]), signed(pattern[p + 2]), signed(c));
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
                         }
-                        let c = s[0];
-                        let in_range = if nocase {
-                            let c = c.to_ascii_lowercase();
-                            c >= lo.to_ascii_lowercase() && c <= hi.to_ascii_lowercase()
-                        } else {
-                            c >= lo && c <= hi
-                        };
-                        if in_range {
+                        if nocase {
+                            let low = |v: i32| {
+                                if (0..128).contains(&v) {
+                                    lower(v as u8) as i32
+                                } else {
+                                    v
+                                }
+                            };
+                            start = low(start);
+                            end = low(end);
+                            ch = low(ch);
+                        }
+                        p += 2;
+                        if ch >= start && ch <= end {
                             matched = true;
                         }
-                        p = &p[2..];
-                    } else if eq(p[0], s[0], nocase) {
+                    } else if (!nocase && pattern[p] == c)
+                        || (nocase && lower(pattern[p]) == lower(c))
+                    {
                         matched = true;
                     }
-                    p = &p[1..];
+                    p += 1;
                 }
                 if not {
                     matched = !matched;
@@ -89,29 +121,30 @@ fn match_from(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
                 if !matched {
                     return false;
                 }
-                s = &s[1..];
-                if p.is_empty() {
-                    // Unterminated class: the pattern ends here.
-                    return s.is_empty();
-                }
+                s += 1;
             }
-            b'\\' if p.len() >= 2 => {
-                p = &p[1..];
-                if s.is_empty() || !eq(p[0], s[0], nocase) {
+            first => {
+                let mut pc = first;
+                if first == b'\\' && plen - p >= 2 {
+                    p += 1;
+                    pc = pattern[p];
+                }
+                let c = string[s];
+                if (!nocase && pc != c) || (nocase && lower(pc) != lower(c)) {
                     return false;
                 }
-                s = &s[1..];
-            }
-            c => {
-                if s.is_empty() || !eq(c, s[0], nocase) {
-                    return false;
-                }
-                s = &s[1..];
+                s += 1;
             }
         }
-        p = &p[1..];
+        p += 1;
+        if s == slen {
+            while at(pattern, p) == b'*' && p < plen {
+                p += 1;
+            }
+            break;
+        }
     }
-    s.is_empty()
+    p >= plen && s == slen
 }
 
 #[cfg(test)]
@@ -129,5 +162,13 @@ mod tests {
         assert!(!matches(b"a*b", b"acd", false));
         assert!(matches(b"\\*x", b"*x", false));
         assert!(matches(b"MAXMEM*", b"maxmemory", true));
+        // Redis quirks.
+        assert!(!matches(b"*", b"", false));
+        assert!(!matches(b"**", b"", false));
+        assert!(matches(b"", b"", false));
+        assert!(matches(b"k1*", b"k1", false));
+        assert!(!matches(b"k1*?", b"k1", false));
+        assert!(matches(b"[a", b"a", false));
+        assert!(matches(b"\\", b"\\", false));
     }
 }
