@@ -406,3 +406,105 @@ fn kill_9_during_bgsave_leaves_previous_snapshot() {
     assert_eq!(s.total_keys(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn spawn_binary(dir: &Path) -> (std::process::Child, std::net::SocketAddr) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
+/// The binary loads in the background: clients get -LOADING until the keyspace is in, then the
+/// data. (Asserting that LOADING was seen needs the load to outlast the first connection: the
+/// file is ~200 MB.)
+#[test]
+fn binary_answers_loading_while_it_loads() {
+    let dir = tempdir("loading");
+    let mut store = Store::new(16);
+    let mut seed = 88172645463325252u64;
+    for i in 0..200 {
+        let v: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        store.dbs[0].insert(bytes::Bytes::from(format!("k{i}")), Value::Str(v));
+    }
+    let target = Target {
+        dir: dir.clone(),
+        filename: "dump.rdb".into(),
+        opts: SaveOptions {
+            compression: false,
+            checksum: true,
+        },
+    };
+    snapshot::write_file(&target, None, |w| snapshot::write_store(w, &store)).unwrap();
+    drop(store);
+    let (mut child, addr) = spawn_binary(&dir);
+    let start = Instant::now();
+    let mut saw_loading = false;
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never finished loading"
+        );
+        let Ok(s) = std::net::TcpStream::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        };
+        drop(s);
+        let mut c = common::RawConn::connect(addr);
+        let r = c.cmd_str(&["DBSIZE"]);
+        if r.starts_with(b"-LOADING") {
+            saw_loading = true;
+            assert!(c
+                .cmd_str(&["INFO", "persistence"])
+                .windows(9)
+                .any(|w| w == b"loading:1"));
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        assert_eq!(r, b":200\r\n");
+        break;
+    }
+    assert!(saw_loading, "the load finished before the first connection");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A corrupt snapshot makes the binary exit with status 1 and say which file and what is wrong.
+#[test]
+fn binary_exits_nonzero_on_a_corrupt_snapshot() {
+    let dir = tempdir("exit1");
+    let bytes = file_of(&sample_store());
+    std::fs::write(dir.join("dump.rdb"), &bytes[..bytes.len() - 100]).unwrap();
+    let (child, _) = spawn_binary(&dir);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        log.contains("dump.rdb") && log.contains("checksum") || log.contains("truncated"),
+        "{log}"
+    );
+}

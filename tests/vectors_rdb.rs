@@ -89,9 +89,8 @@ fn check_manifest(name: &str) -> (usize, usize) {
 #[test]
 fn strings_hll_dump_loads_and_answers() {
     let (checked, skipped) = check_manifest("strings-hll");
-    eprintln!("strings-hll: {checked} checked, {skipped} skipped (command family not built)");
-    // DBSIZE, TYPE and GET at least (PTTL/PEXPIRETIME/PFCOUNT join as their families land).
-    assert!(checked >= 26, "checked only {checked}");
+    eprintln!("strings-hll: {checked} checked, {skipped} skipped ");
+    assert_eq!((checked, skipped), (36, 0));
 }
 
 /// Parses a Redis file and writes it back with the same AUX values and key order: the bytes must
@@ -167,22 +166,21 @@ fn dump_restore_cases() {
         checked += 1;
     }
     eprintln!("dumps.jsonl: {checked} checked, {skipped} skipped");
-    assert!(checked >= 65, "checked only {checked}");
+    assert_eq!((checked, skipped), (67, 0));
 }
 
 #[test]
 fn bloom_hll_dump_loads_and_answers() {
     let (checked, skipped) = check_manifest("bloom-hll");
     eprintln!("bloom-hll: {checked} checked, {skipped} skipped");
-    // Everything but the TTL commands of a family not merged yet.
-    assert!(checked >= 32, "checked {checked}, skipped {skipped}");
+    assert_eq!((checked, skipped), (39, 0));
 }
 
 #[test]
 fn cuckoo_dump_loads_and_answers() {
     let (checked, skipped) = check_manifest("cuckoo");
     eprintln!("cuckoo: {checked} checked, {skipped} skipped");
-    assert!(checked >= 26, "checked {checked}, skipped {skipped}");
+    assert_eq!((checked, skipped), (31, 0));
 }
 
 /// Every key of the module dumps re-encodes to the exact bytes Redis + RedisBloom wrote.

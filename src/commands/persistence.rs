@@ -56,6 +56,7 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     match snapshot::start_bgsave(ctx.shared, ctx.store) {
         Ok(()) => Ok(Reply::Status("Background saving started")),
         Err(BgsaveRefused::InProgress) => Err(CmdError::Static(error::BGSAVE_IN_PROGRESS)),
+        Err(BgsaveRefused::Loading) => Err(CmdError::Static(error::LOADING)),
     }
 }
 

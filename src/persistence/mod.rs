@@ -11,9 +11,16 @@
 //! - [`dump`]: DUMP/RESTORE payloads.
 //!
 //! The functions below are the hooks the server calls (startup load, cron, shutdown, DEBUG
-//! RELOAD). Loading at startup is synchronous and happens before the listeners accept, so no
-//! client ever sees a half-loaded keyspace; the `loading` flag is raised meanwhile (INFO reports
-//! `loading:1`, and commands without the `loading` flag would get `-LOADING`).
+//! RELOAD).
+//!
+//! Loading at startup: the binary (`server::serve_main`) loads in the background while the
+//! listeners already accept, as Redis does: the `loading` flag is raised, commands without the
+//! `loading` flag get `-LOADING Redis is loading the dataset in memory`, INFO says `loading:1`.
+//! The file is read into a separate keyspace and swapped in whole under the lock at the end, so
+//! no client ever sees a half-loaded keyspace. While loading, nothing is ever saved (a save would
+//! overwrite the file being loaded with an empty keyspace). A failed load leaves the flag up and
+//! makes the process exit with status 1. The in-process `server::start` (tests, embedding) loads
+//! synchronously before returning and returns the error instead.
 
 pub mod crc64;
 pub mod dump;
@@ -138,6 +145,53 @@ pub fn load_at_startup(shared: &Shared) -> Result<(), LoadError> {
             path.display()
         ))),
     }
+}
+
+/// The binary's startup load, in the background (module docs). The receiver yields the outcome;
+/// on `Err` the server must exit non-zero.
+pub fn spawn_startup_load(
+    shared: &std::sync::Arc<Shared>,
+) -> tokio::sync::oneshot::Receiver<Result<(), LoadError>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let target = snapshot::Target::from_shared(shared);
+    let path = target.path();
+    if !path.exists() {
+        let _ = tx.send(Ok(()));
+        return rx;
+    }
+    let verify = shared.config().rdbchecksum;
+    let databases = shared.engine().store.dbs.len();
+    shared.loading.store(true, Ordering::SeqCst);
+    let shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("rdb-load".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let mut fresh = Store::new(databases);
+            let result = match load_file(&path, &mut fresh, verify) {
+                Ok(stats) => {
+                    report_load(&stats, &path, started);
+                    let mut engine = shared.engine();
+                    std::mem::swap(&mut engine.store.dbs, &mut fresh.dbs);
+                    drop(engine);
+                    let mut p = shared.persistence();
+                    p.last_load_keys_loaded = stats.keys_loaded;
+                    p.last_load_keys_expired = stats.keys_expired;
+                    drop(p);
+                    shared.loading.store(false, Ordering::SeqCst);
+                    Ok(())
+                }
+                Err(e) => Err(LoadError::Invalid(format!(
+                    "Failed loading the RDB file {}: {e}. Fix or move the file away to start.",
+                    path.display()
+                ))),
+            };
+            let _ = tx.send(result);
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the loading thread: {e}");
+    }
+    rx
 }
 
 /// Called on SIGTERM/SIGINT: saves when save points are configured.

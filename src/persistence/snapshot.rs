@@ -174,6 +174,10 @@ pub fn write_snapshots<W: std::io::Write>(
 /// save in flight. Updates LASTSAVE and the status on success; logs and records the reason on
 /// failure.
 pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
+    if shared.loading.load(Ordering::SeqCst) {
+        // The keyspace is not the file's content yet: saving now would destroy the snapshot.
+        return Err("the dataset is still loading; not saving".into());
+    }
     let target = Target::from_shared(shared);
     cancel_bgsave(shared);
     let started = Instant::now();
@@ -216,11 +220,16 @@ fn cancel_bgsave(shared: &Shared) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BgsaveRefused {
     InProgress,
+    /// The startup load is still running.
+    Loading,
 }
 
 /// Starts a background save: clones the keyspace now (the caller holds the lock) and serialises the
 /// clone on a thread.
 pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused> {
+    if shared.loading.load(Ordering::SeqCst) {
+        return Err(BgsaveRefused::Loading);
+    }
     let target = Target::from_shared(shared);
     let mut p = shared.persistence();
     if p.job.is_some() {

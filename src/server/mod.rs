@@ -258,10 +258,25 @@ pub async fn serve_main(config: Config) -> i32 {
         }
     };
     let shared = Shared::new(config);
-    if let Err(e) = crate::persistence::load_at_startup(&shared) {
-        tracing::error!("{e}");
-        return 1;
-    }
+    // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
+    let load = crate::persistence::spawn_startup_load(&shared);
+    let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let failed = load_failed.clone();
+    let stop = async move {
+        let load_error = async {
+            match load.await {
+                Ok(Err(e)) => e,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = signal() => {}
+            e = load_error => {
+                tracing::error!("{e}");
+                failed.store(true, Ordering::SeqCst);
+            }
+        }
+    };
     if let Ok(addr) = listeners[0].local_addr() {
         shared.port.store(addr.port() as usize, Ordering::Relaxed);
     }
@@ -273,8 +288,12 @@ pub async fn serve_main(config: Config) -> i32 {
         shared.port.load(Ordering::Relaxed)
     );
     tracing::info!("Ready to accept connections tcp");
-    run(listeners, shared, signal()).await;
-    0
+    run(listeners, shared, stop).await;
+    if load_failed.load(Ordering::SeqCst) {
+        1
+    } else {
+        0
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.
