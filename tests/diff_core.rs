@@ -1027,7 +1027,7 @@ fn same_replies_as_redis() {
     let seeds: u64 = std::env::var("DIFF_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(10);
     let commands: usize = std::env::var("DIFF_COMMANDS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -395,9 +395,12 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     let total = old_len as u64 + extra.len() as u64;
     check_string_length(ctx, total)?;
-    if let Some(s) = ctx.db().lookup_mut(key).and_then(Value::as_str_mut) {
+    let db = ctx.db();
+    if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
         s.extend_from_slice(extra);
     }
+    // Redis unshares the string before appending: `raw` however short.
+    db.set_encoding_override(key, Some("raw"));
     Ok(Reply::Int(total as i64))
 }
 
@@ -484,7 +487,10 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
             check_string_length(ctx, new_end)?;
             let mut len = 0;
-            if let Some(s) = ctx.db().lookup_mut(key).and_then(Value::as_str_mut) {
+            let db = ctx.db();
+            // Redis unshares the string before writing into it: `raw` however short.
+            db.set_encoding_override(key, Some("raw"));
+            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
                 let (offset, new_end) = (offset as usize, new_end as usize);
                 if s.len() < new_end {
                     s.resize(new_end, 0);

@@ -143,7 +143,6 @@ impl Db {
     pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
         self.expire_if_due(key);
         if self.map.contains_key(key) {
-            self.mark_raw_if_string(key);
             self.touch(key);
             self.map.get_mut(key)
         } else {
