@@ -398,6 +398,12 @@ impl Gen {
                 let n = 40 + self.rng.below(10);
                 vec![b'x'; n]
             }
+            6 if self.rng.chance(5) => {
+                // Occasionally a large value (crosses socket buffers and the 32 KB bulk threshold).
+                let n = 1000 + self.rng.below(70_000);
+                let byte = b'a' + self.rng.below(26) as u8;
+                vec![byte; n]
+            }
             6 => b"".to_vec(),
             _ => {
                 let words: &[&str] = &["hello", "world", "v", "value with spaces", "\r\n", "ok"];
