@@ -294,7 +294,8 @@ def main() -> int:
                 ratio = f"{hm / rm:.2f}" if hm and rm else "—"
                 fmt = lambda v: f"{v:,.0f}" if v else "—"  # noqa: E731
                 print(f"| {label} | {pipeline} | {fmt(hm)} | {fmt(rm)} | {ratio} |")
-        skipped = [t[0] for t in custom if t not in custom_ok["hyperbloom"]]
+        skipped = [t[1] for t in std if t not in std_ok["hyperbloom"]]
+        skipped += [t[0] for t in custom if t not in custom_ok["hyperbloom"]]
         if skipped:
             print(f"\nnot run on hyperbloom (command missing): {', '.join(skipped)}")
         return 0

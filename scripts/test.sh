@@ -31,8 +31,8 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 
-step() { printf '\n==> %s\n' "$*"; }
 started=$(date +%s)
+step() { printf '\n==> [%4ds] %s\n' "$(( $(date +%s) - started ))" "$*"; }
 
 # ---------------------------------------------------------------------------------------------
 # 1. System packages (only what is missing).
