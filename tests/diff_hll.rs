@@ -142,7 +142,8 @@ impl Pair {
         a
     }
 
-    /// Every key's bytes must match.
+    /// Every key's bytes must match, and its OBJECT ENCODING (PF commands make strings `raw`
+    /// exactly when Redis unshares them).
     fn check_keys(&mut self, seed: u64) {
         for k in KEYS {
             self.cmd(
@@ -150,6 +151,7 @@ impl Pair {
                 &format!("GET {}", String::from_utf8_lossy(k)),
                 &[b"GET", k],
             );
+            self.cmd(seed, "OBJECT ENCODING", &[b"OBJECT", b"ENCODING", k]);
         }
     }
 }

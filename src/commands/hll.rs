@@ -95,7 +95,9 @@ fn sparse_max_bytes(ctx: &Ctx) -> u64 {
     ctx.config().hll_sparse_max_bytes as u64
 }
 
-/// The value of a key already validated as an HLL, for writing. The caller signals the change.
+/// The value of a key already validated as an HLL, for writing. Like Redis's
+/// `dbUnshareStringValue`, this makes the string `raw` even if nothing is written; the caller
+/// signals an actual change.
 fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<&'a mut Vec<u8>, CmdError> {
     ctx.db()
         .lookup_mut_unsignalled(key)
@@ -107,28 +109,26 @@ fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<&'a mut Vec<u8>, CmdError
 fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let max_bytes = sparse_max_bytes(ctx);
     let key = &argv[1];
-    let elements = &argv[2..];
-    let elems = |from: usize| elements[from..].iter().map(|e| &e[..]);
+    let elements = argv[2..].iter().map(|e| &e[..]);
     let db = ctx.db();
-    let start = match db.lookup(key) {
+    match db.lookup(key) {
         None => {
             let mut v = hll::new_sparse();
             // A fresh value cannot be corrupt; keep whatever it holds either way.
-            let r = hll::pfadd(&mut v, elems(0), true, max_bytes);
+            let r = hll::pfadd(&mut v, elements, true, max_bytes);
             db.insert(key.clone(), Value::Str(v));
-            // Redis builds the new HLL with `createObject`: OBJECT ENCODING says `raw`.
-            db.set_encoding_override(key, Some("raw"));
+            // Redis creates HLLs as raw strings, whatever their length.
+            db.lookup_mut_unsignalled(key);
             r.map_err(hll_error)?;
             return Ok(Reply::Int(1));
         }
-        Some(v) => match hll::first_change(as_hll(v)?, elems(0)).map_err(hll_error)? {
-            None => return Ok(Reply::Int(0)),
-            Some(i) => i,
-        },
-    };
+        Some(v) => {
+            as_hll(v)?;
+        }
+    }
     let v = hll_mut(ctx, key)?;
     // A corrupt value found partway keeps the earlier changes but, as in Redis, is not signalled.
-    let updated = hll::pfadd(v, elems(start), false, max_bytes).map_err(hll_error)?;
+    let updated = hll::pfadd(v, elements, false, max_bytes).map_err(hll_error)?;
     if updated {
         ctx.db().signal_modified(key);
     }
@@ -143,10 +143,7 @@ fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         match ctx.db().lookup(key) {
             None => return Ok(Reply::Int(0)),
             Some(v) => {
-                let s = as_hll(v)?;
-                if hll::cache_is_valid(s) {
-                    return Ok(Reply::Int(hll::cached_cardinality(s) as i64));
-                }
+                as_hll(v)?;
             }
         }
         let v = hll_mut(ctx, key)?;
@@ -199,44 +196,40 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     {
         return Ok(Reply::ok());
     }
-    let enc = match ctx.db().lookup(key) {
+    match ctx.db().lookup(key) {
         None => return Err(CmdError::Static(hll::ERR_NO_KEY)),
         Some(v) => {
-            let s = v.as_str().ok_or(CmdError::Static(error::WRONGTYPE))?;
-            let enc = hll::validate(s).map_err(hll_error)?;
-            match &sub[..] {
-                b"decode" => {
-                    if enc == Encoding::Dense {
-                        return Err(CmdError::Static(hll::ERR_NOT_SPARSE));
-                    }
-                    return Ok(Reply::Bulk(Bytes::from(hll::sparse_debug_string(s))));
-                }
-                b"encoding" => return Ok(Reply::Status(enc.name())),
-                b"getreg" if enc == Encoding::Dense => return Ok(registers_reply(s)),
-                b"todense" if enc == Encoding::Dense => return Ok(Reply::Int(0)),
-                b"getreg" | b"todense" => enc,
-                _ => {
-                    // Redis formats the name with `%s`, which stops at a NUL byte.
-                    let name = argv[1].split(|&b| b == 0).next().unwrap_or_default();
-                    return Err(CmdError::Owned(format!(
-                        "ERR Unknown PFDEBUG subcommand '{}'",
-                        String::from_utf8_lossy(name)
-                    )));
-                }
-            }
+            as_hll(v)?;
         }
-    };
-    debug_assert_eq!(enc, Encoding::Sparse);
-    // GETREG and TODENSE convert a sparse value in place. Redis counts that as a change for
-    // persistence but does not signal it to WATCH.
+    }
     let v = hll_mut(ctx, key)?;
-    hll::sparse_to_dense(v).map_err(hll_error)?;
-    ctx.db().dirty += 1;
-    let v = hll_mut(ctx, key)?;
-    if sub == b"todense" {
-        Ok(Reply::Int(1))
-    } else {
-        Ok(registers_reply(v))
+    let enc = hll::validate(v).map_err(hll_error)?;
+    match &sub[..] {
+        b"decode" if enc == Encoding::Dense => Err(CmdError::Static(hll::ERR_NOT_SPARSE)),
+        b"decode" => Ok(Reply::Bulk(Bytes::from(hll::sparse_debug_string(v)))),
+        b"encoding" => Ok(Reply::Status(enc.name())),
+        b"getreg" | b"todense" => {
+            // Converting in place counts as a change for persistence; Redis does not signal it
+            // to WATCH.
+            let converted = hll::sparse_to_dense(v).map_err(hll_error)?;
+            let reply = if sub == b"todense" {
+                Reply::Int(converted as i64)
+            } else {
+                registers_reply(v)
+            };
+            if converted {
+                ctx.db().dirty += 1;
+            }
+            Ok(reply)
+        }
+        _ => {
+            // Redis formats the name with `%s`, which stops at a NUL byte.
+            let name = argv[1].split(|&b| b == 0).next().unwrap_or_default();
+            Err(CmdError::Owned(format!(
+                "ERR Unknown PFDEBUG subcommand '{}'",
+                String::from_utf8_lossy(name)
+            )))
+        }
     }
 }
 

@@ -332,28 +332,6 @@ pub fn add(v: &mut Vec<u8>, element: &[u8], max_bytes: u64) -> Result<bool, HllE
     set_register(v, index, count, max_bytes)
 }
 
-/// A read-only look ahead for PFADD: the position of the first element that would change a
-/// register, `None` if none would. Errors exactly where [`pfadd`] would, before any change: a
-/// sparse value whose runs stop short of an element's register is corrupt. Lets the command
-/// leave a key untouched (no WATCH trigger, no dirty count) when PFADD replies 0.
-pub fn first_change<'a>(
-    v: &[u8],
-    elements: impl IntoIterator<Item = &'a [u8]>,
-) -> Result<Option<usize>, HllError> {
-    let enc = validate(v)?;
-    for (i, e) in elements.into_iter().enumerate() {
-        let (index, count) = hash_element(e);
-        let cur = match enc {
-            Encoding::Dense => dense_get(&v[HEADER_LEN..], index),
-            Encoding::Sparse => sparse_get(v, index)?,
-        };
-        if count > cur {
-            return Ok(Some(i));
-        }
-    }
-    Ok(None)
-}
-
 /// PFADD's body over an existing value (or a new one, `created`): adds every element in order,
 /// stops at the first corruption (earlier changes stay), and sets the invalid bit when something
 /// changed. Returns whether anything was updated, creation included.

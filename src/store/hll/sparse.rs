@@ -298,23 +298,3 @@ pub(super) fn promote_and_set(v: &mut Vec<u8>, index: usize, count: u8) -> Resul
     dense_raise(&mut v[HEADER_LEN..], index, count);
     Ok(true)
 }
-
-/// The value register `index` holds in a sparse value, found the way [`sparse_set`] finds it:
-/// the first opcode whose range covers `index`, nothing after it examined.
-pub(super) fn sparse_get(v: &[u8], index: usize) -> Result<u8, HllError> {
-    let idx = index as u64;
-    let mut p = HEADER_LEN;
-    let mut first: u64 = 0;
-    while p < v.len() {
-        let op = read_op(v, p);
-        if idx < first + op.run() {
-            return Ok(match op {
-                Op::Val(val, _) => val,
-                _ => 0,
-            });
-        }
-        p += op.len();
-        first += op.run();
-    }
-    Err(HllError::Corrupt)
-}

@@ -282,29 +282,6 @@ proptest! {
     }
 
     #[test]
-    fn first_change_agrees_with_pfadd(
-        seed in prop::collection::vec(any::<u32>(), 0..300),
-        probe in prop::collection::vec(any::<u32>(), 0..30),
-    ) {
-        let mut v = new_sparse();
-        let seed: Vec<[u8; 4]> = seed.iter().map(|x| x.to_le_bytes()).collect();
-        pfadd(&mut v, seed.iter().map(|e| &e[..]), false, 3000).unwrap();
-        for dense in [false, true] {
-            if dense { sparse_to_dense(&mut v).unwrap(); }
-            let probe: Vec<[u8; 4]> = probe.iter().map(|x| x.to_le_bytes()).collect();
-            let fc = first_change(&v, probe.iter().map(|e| &e[..])).unwrap();
-            let mut w = v.clone();
-            let changed = pfadd(&mut w, probe.iter().map(|e| &e[..]), false, 3000).unwrap();
-            prop_assert_eq!(fc.is_some(), changed);
-            if let Some(i) = fc {
-                let mut x = v.clone();
-                pfadd(&mut x, probe[i..].iter().map(|e| &e[..]), false, 3000).unwrap();
-                prop_assert_eq!(x, w);
-            }
-        }
-    }
-
-    #[test]
     fn invalid_streams_rejected(r in sparse_regs(), cut in 1usize..8, extra in prop::collection::vec(any::<u8>(), 1..4)) {
         let regs: Box<Registers> = r.into_boxed_slice().try_into().unwrap();
         let enc = sparse_encode(&regs).unwrap();
