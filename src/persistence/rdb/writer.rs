@@ -194,6 +194,12 @@ impl<W: Write> RdbWriter<W> {
         total: u64,
         pages: impl Iterator<Item = &'a [u8]>,
     ) -> std::io::Result<()> {
+        let pages: Vec<&[u8]> = pages.collect();
+        if self.compression && total as usize > SAMPLE_ABOVE && !pages_worth_compressing(&pages) {
+            // Evidently incompressible (a filter near capacity): stream the pages as they are,
+            // without gathering a copy of the whole array.
+            return self.module_string_plain(total, pages.into_iter());
+        }
         if (self.compression && total > 20) || total <= 11 {
             let mut all = Vec::new();
             all.try_reserve_exact(total as usize)
@@ -203,6 +209,14 @@ impl<W: Write> RdbWriter<W> {
             }
             return self.module_string(&all);
         }
+        self.module_string_plain(total, pages.into_iter())
+    }
+
+    fn module_string_plain<'a>(
+        &mut self,
+        total: u64,
+        pages: impl Iterator<Item = &'a [u8]>,
+    ) -> std::io::Result<()> {
         self.len(MOD_STRING)?;
         self.len(total)?;
         let mut n = 0u64;
@@ -261,6 +275,18 @@ fn worth_compressing(s: &[u8]) -> bool {
     [0, mid, s.len() - SAMPLE_LEN]
         .iter()
         .any(|&at| lzf::compress(&s[at..at + SAMPLE_LEN], SAMPLE_LEN - SAMPLE_LEN / 64).is_some())
+}
+
+/// [`worth_compressing`] for a string held in pages: samples the first, middle and last pages.
+fn pages_worth_compressing(pages: &[&[u8]]) -> bool {
+    if pages.is_empty() {
+        return true;
+    }
+    [0, pages.len() / 2, pages.len() - 1].iter().any(|&i| {
+        let p = pages[i];
+        let sample = &p[..p.len().min(SAMPLE_LEN)];
+        sample.len() < 4096 || lzf::compress(sample, sample.len() - sample.len() / 64).is_some()
+    })
 }
 
 /// The type byte a value is stored under.
@@ -336,6 +362,33 @@ mod tests {
             enc(|w| w.string(&[b'a'; 40]).unwrap()),
             [0xC3, 0x09, 0x28, 0x01, 0x61, 0x61, 0xE0, 0x1B, 0x00, 0x01, 0x61, 0x61]
         );
+    }
+
+    #[test]
+    fn paged_module_strings_encode_like_contiguous_ones() {
+        let mut seed = 0x2545F4914F6CDD1Du64;
+        let random: Vec<u8> = (0..20 * 65536)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let mut sparse = vec![0u8; 20 * 65536];
+        for i in (0..sparse.len()).step_by(977) {
+            sparse[i] = 0x10;
+        }
+        for data in [random, sparse] {
+            let paged = enc(|w| {
+                w.module_string_pages(data.len() as u64, data.chunks(65536))
+                    .unwrap()
+            });
+            let whole = enc(|w| w.module_string(&data).unwrap());
+            assert_eq!(paged, whole);
+            let mut r = super::super::RdbReader::new(&paged[..], paged.len() as u64);
+            assert_eq!(r.module_string("x").unwrap(), data);
+        }
     }
 
     #[test]
