@@ -22,6 +22,27 @@
 //! makes the process exit with status 1. The in-process `server::start` (tests, embedding) loads
 //! synchronously before returning and returns the error instead.
 
+//!
+//! # Measured (2-core VM shared with other builds, load average ~8: wall times are inflated,
+//! CPU times are the better guide)
+//!
+//! `cargo run --release --example bench_persistence -- 1024 1000000 /tmp` (disk: 213 MB/s with
+//! `dd ... conv=fdatasync`):
+//!
+//! | snapshot | file | save wall / CPU | load wall / CPU |
+//! |---|---|---|---|
+//! | 1 GB Bloom, full (random bits), compression no | 982 MB | 2.1 s / 0.77 s | 5.7 s / 1.8 s |
+//! | 1 GB Bloom, full, compression yes (sampled: written plain) | 982 MB | 2.2 s / 0.80 s | 5.1 s / 1.8 s |
+//! | 1 GB Bloom, 1 % bits set, compression yes | 240 MB | 8.7 s / 3.1 s | 5.5 s / 2.9 s |
+//! | 1 M small HLLs (10 elements each) | 58 MB | 1.4 s / 0.52 s | 1.7 s / 0.69 s |
+//!
+//! `scripts/bench-persistence.sh 200000` (release server, one ~1 GB Bloom filter, redis-benchmark
+//! BF.ADD with 50 clients): p50 0.34 ms / p99 12.6 ms without a save, 0.66 ms / 14.3 ms during the
+//! BGSAVE (max 98 ms), same throughput; peak RSS 3.2 GB for 1.06 GB of data (the random writes
+//! copy every 64 KiB page of the snapshot, and the compressed link is gathered into one buffer).
+//! A BGSAVE of ~950 k small HLLs takes its snapshot in 0.42 s under the lock (strings are copied,
+//! not shared) and writes 44 MB in 1.2 s; loading that file takes 1.6 s.
+
 pub mod crc64;
 pub mod dump;
 pub mod lzf;
