@@ -508,3 +508,72 @@ fn binary_exits_nonzero_on_a_corrupt_snapshot() {
         "{log}"
     );
 }
+
+/// `save 1 1`: one change and a bit over a second later, the cron starts a BGSAVE by itself.
+#[test]
+fn save_points_trigger_a_background_save() {
+    let dir = tempdir("savepoint");
+    let server = start_in(&dir, &["--save", "1 1"]);
+    let mut c = server.raw();
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    let start = Instant::now();
+    while info_field(&mut c, "rdb_saves") != "1" {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no save point fired"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    let mut s = Store::new(16);
+    hyperbloom::persistence::load_file(&dir.join("dump.rdb"), &mut s, true).unwrap();
+    assert_eq!(s.total_keys(), 1);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM with save points configured saves before exiting (exit status 0).
+#[test]
+fn sigterm_saves_when_save_points_are_set() {
+    let dir = tempdir("sigterm");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "3600 1",
+        ])
+        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let start = Instant::now();
+    let mut c = loop {
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            drop(s);
+            break common::RawConn::connect(addr);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut s = Store::new(16);
+    hyperbloom::persistence::load_file(&dir.join("dump.rdb"), &mut s, true).unwrap();
+    assert_eq!(s.total_keys(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
