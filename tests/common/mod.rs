@@ -2,6 +2,8 @@
 //! exactly one reply's bytes (for byte-for-byte comparisons with golden vectors and real Redis).
 #![allow(dead_code)]
 
+pub mod vectors;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;

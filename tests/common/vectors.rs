@@ -1,0 +1,116 @@
+//! Golden-vector replay shared by `vectors_bloom`, `vectors_cuckoo` and `vectors_hll`.
+//!
+//! A case file (`tests/vectors/<name>.jsonl`, copied from the captures of Redis 7.0.15 + RedisBloom)
+//! holds one JSON object per line: `name`, `setup` (commands whose replies are ignored), `cmd`, and
+//! the exact reply bytes `resp2` and `resp3`. Byte strings are JSON strings whose code points are the
+//! bytes (latin-1). A case runs as FLUSHALL, the setup, then the command; for RESP3 on a fresh
+//! connection that first sent `HELLO 3`.
+#![allow(dead_code)]
+
+use super::{start_server, RawConn};
+
+pub struct Case {
+    pub name: String,
+    pub setup: Vec<Vec<Vec<u8>>>,
+    pub cmd: Vec<Vec<u8>>,
+    pub resp2: Vec<u8>,
+    pub resp3: Vec<u8>,
+}
+
+/// The bytes of a latin-1 JSON string.
+pub fn bytes(v: &serde_json::Value) -> Vec<u8> {
+    v.as_str()
+        .expect("string")
+        .chars()
+        .map(|c| u8::try_from(c as u32).expect("latin-1 code point"))
+        .collect()
+}
+
+pub fn argv(v: &serde_json::Value) -> Vec<Vec<u8>> {
+    v.as_array().expect("argv").iter().map(bytes).collect()
+}
+
+/// Loads `tests/vectors/<file>`.
+pub fn load(file: &str) -> Vec<Case> {
+    let path = format!("{}/tests/vectors/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let d: serde_json::Value = serde_json::from_str(l).expect("json");
+            Case {
+                name: d["name"].as_str().expect("name").to_string(),
+                setup: d["setup"]
+                    .as_array()
+                    .expect("setup")
+                    .iter()
+                    .map(argv)
+                    .collect(),
+                cmd: argv(&d["cmd"]),
+                resp2: bytes(&d["resp2"]),
+                resp3: bytes(&d["resp3"]),
+            }
+        })
+        .collect()
+}
+
+pub fn show(b: &[u8]) -> String {
+    let cut = &b[..b.len().min(400)];
+    format!(
+        "{:?}{}",
+        String::from_utf8_lossy(cut),
+        if b.len() > cut.len() { " …" } else { "" }
+    )
+}
+
+fn refs(a: &[Vec<u8>]) -> Vec<&[u8]> {
+    a.iter().map(Vec::as_slice).collect()
+}
+
+/// Runs one case on `conn`; Err describes a mismatch.
+pub fn replay(conn: &mut RawConn, case: &Case, expected: &[u8]) -> Result<(), String> {
+    assert_eq!(conn.cmd(&[b"FLUSHALL"]), b"+OK\r\n");
+    for step in &case.setup {
+        conn.cmd(&refs(step));
+    }
+    let got = conn.cmd(&refs(&case.cmd));
+    if got == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "\n   want {}\n    got {}",
+            show(expected),
+            show(&got)
+        ))
+    }
+}
+
+/// Replays every case of `file` (which must hold `count` cases) in RESP2 and RESP3 against a fresh
+/// in-process server and fails listing every mismatch.
+pub fn replay_file(file: &str, count: usize) {
+    let cases = load(file);
+    assert_eq!(cases.len(), count, "{file} holds {count} cases");
+    let server = start_server();
+    let mut resp2 = server.raw();
+    let mut failed = Vec::new();
+    let mut passed = 0;
+    for case in &cases {
+        let mut resp3 = server.raw();
+        let hello = resp3.cmd(&[b"HELLO", b"3"]);
+        assert!(hello.starts_with(b"%"), "HELLO 3 reply: {}", show(&hello));
+        for (proto, conn, expected) in [(2, &mut resp2, &case.resp2), (3, &mut resp3, &case.resp3)]
+        {
+            match replay(conn, case, expected) {
+                Ok(()) => passed += 1,
+                Err(why) => failed.push(format!("[RESP{proto}] {}:{why}", case.name)),
+            }
+        }
+    }
+    println!("{file}: {passed}/{} replies identical", 2 * cases.len());
+    assert!(
+        failed.is_empty(),
+        "{} mismatches:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
