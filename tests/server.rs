@@ -270,3 +270,22 @@ fn info_reports_bloom_counters_and_sub_microsecond_stats() {
         "sub-microsecond calls must not round to zero: {line}"
     );
 }
+
+#[test]
+fn command_info_unknown_and_subcommands() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(c.cmd_str(&["COMMAND", "INFO", "nosuch"]), b"*1\r\n$-1\r\n");
+    let r = c.cmd_str(&["COMMAND", "INFO", "client|getname"]);
+    assert!(
+        r.starts_with(b"*1\r\n*10\r\n$14\r\nclient|getname\r\n"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    let r = c.cmd_str(&["COMMAND", "DOCS", "config|get"]);
+    assert!(
+        r.starts_with(b"*2\r\n$10\r\nconfig|get\r\n"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+}

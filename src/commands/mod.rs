@@ -199,18 +199,22 @@ pub fn table() -> &'static CommandTable {
     TABLE.get_or_init(CommandTable::build)
 }
 
+/// The subcommand `sub` (any case) of a container command.
+pub fn find_subcommand(spec: &'static CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec> {
+    spec.subcommands.iter().find(|s| {
+        s.name
+            .split_once('|')
+            .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
+    })
+}
+
 /// Finds the subcommand of a container; the errors Redis gives when it is missing.
 pub fn subcommand(
     spec: &'static CommandSpec,
     argv: &[Bytes],
 ) -> Result<&'static CommandSpec, CmdError> {
     let sub = &argv[1];
-    let found = spec.subcommands.iter().find(|s| {
-        s.name
-            .split_once('|')
-            .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
-    });
-    match found {
+    match find_subcommand(spec, sub) {
         Some(s) if s.arity_ok(argv.len()) => Ok(s),
         Some(s) => Err(CmdError::arity(s.name)),
         None => Err(CmdError::unknown_subcommand(sub, spec.name)),

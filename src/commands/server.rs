@@ -1062,6 +1062,15 @@ pub fn command_all() -> Reply {
     Reply::Array(table().all().iter().map(|s| command_entry(s)).collect())
 }
 
+/// A command or `container|sub` by name, as COMMAND INFO and COMMAND DOCS accept them.
+fn find_command(name: &[u8]) -> Option<&'static CommandSpec> {
+    if let Some(bar) = name.iter().position(|&c| c == b'|') {
+        let (_, container) = table().get(&name[..bar])?;
+        return super::find_subcommand(container, &name[bar + 1..]);
+    }
+    table().get(name).map(|(_, s)| s)
+}
+
 fn command_info(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() == 2 {
         return Ok(command_all());
@@ -1069,9 +1078,10 @@ fn command_info(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(
         argv[2..]
             .iter()
-            .map(|n| match table().get(n) {
-                Some((_, s)) => command_entry(s),
-                None => Reply::NullArray,
+            .map(|n| match find_command(n) {
+                Some(s) => command_entry(s),
+                // Redis 7.0 answers a null bulk here (`_` in RESP3), not a null array.
+                None => Reply::Null,
             })
             .collect(),
     ))
@@ -1111,10 +1121,7 @@ fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let specs: Vec<&CommandSpec> = if argv.len() == 2 {
         table().all().to_vec()
     } else {
-        argv[2..]
-            .iter()
-            .filter_map(|n| table().get(n).map(|(_, s)| s))
-            .collect()
+        argv[2..].iter().filter_map(|n| find_command(n)).collect()
     };
     Ok(Reply::Map(
         specs

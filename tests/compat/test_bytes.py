@@ -180,8 +180,6 @@ INTROSPECTION = [
 ]
 
 
-@pytest.mark.xfail(strict=False, reason="known gaps: COMMAND INFO of an unknown name replies *-1 where "
-                                        "Redis 7.0 replies $-1 (RESP3: _); COMMAND INFO container|sub is nil")
 @pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
 def test_command_info_bytes(hb, real, protocol):
     """COMMAND INFO's shape for unknown names and for subcommands."""
