@@ -1,13 +1,12 @@
 //! The way back: hyperbloom's snapshots load into real Redis. `redis-check-rdb` (Debian
 //! redis-tools) must accept a hyperbloom dump with strings, HLLs and filters, and a real
 //! `redis-server` started on a dump of strings and HLLs must answer GET / PFCOUNT / PTTL as
-//! hyperbloom did. Skipped (with a message) when the Redis binaries are not installed.
+//! hyperbloom did. Needs Debian's redis-server and redis-tools (scripts/test.sh installs them).
 
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 fn tool(name: &str) -> Option<PathBuf> {
     let out = Command::new("sh")
@@ -91,10 +90,9 @@ fn make_dump(dir: &std::path::Path, with_filters: bool) -> Vec<(Vec<String>, Vec
 
 #[test]
 fn redis_check_rdb_accepts_hyperbloom_dumps() {
-    let Some(check) = tool("redis-check-rdb") else {
-        eprintln!("redis-check-rdb not installed: skipped");
-        return;
-    };
+    let check = tool("redis-check-rdb").expect(
+        "redis-check-rdb not installed: apt-get install redis-tools (scripts/test.sh does)",
+    );
     for with_filters in [false, true] {
         let dir = tempdir("check");
         make_dump(&dir, with_filters);
@@ -112,40 +110,15 @@ fn redis_check_rdb_accepts_hyperbloom_dumps() {
 
 #[test]
 fn real_redis_loads_a_hyperbloom_dump() {
-    let Some(redis) = tool("redis-server") else {
-        eprintln!("redis-server not installed: skipped");
-        return;
-    };
     let dir = tempdir("redis");
     let expected = make_dump(&dir, false);
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = Command::new(redis)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"])
-        .args(["--save", "", "--daemonize", "no", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let start = Instant::now();
-    let mut c = loop {
-        if let Ok(s) = std::net::TcpStream::connect(addr) {
-            drop(s);
-            let mut c = common::RawConn::connect(addr);
-            if c.cmd_str(&["PING"]) == b"+PONG\r\n" {
-                break c;
-            }
-        }
-        if start.elapsed() > Duration::from_secs(20) || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            panic!("redis-server did not start on the hyperbloom dump");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let redis = common::redis::RealRedis::start(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--dbfilename",
+        "dump.rdb",
+    ]);
+    let mut c = redis.raw();
     for (argv, want) in &expected {
         let refs: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
         let got = c.cmd_str(&refs);
@@ -161,7 +134,6 @@ fn real_redis_loads_a_hyperbloom_dump() {
     );
     assert_eq!(c.cmd_str(&["SELECT", "5"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["GET", "in-db5"]), b"$4\r\nfive\r\n");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }

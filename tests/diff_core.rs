@@ -16,80 +16,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::time::Duration;
 
 use common::{encode_command, frame_len};
 
 // ---------------------------------------------------------------------------------------------
 // The reference server
 // ---------------------------------------------------------------------------------------------
-
-struct RedisProcess {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_binary() -> String {
-    for candidate in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] {
-        if std::path::Path::new(candidate).exists() {
-            return candidate.to_string();
-        }
-    }
-    panic!(
-        "redis-server not found (looked in /usr/bin and /usr/local/bin): the differential test needs \
-         a real Redis 7 server. Install it with `apt-get install redis-server`."
-    );
-}
-
-fn start_redis() -> RedisProcess {
-    let bin = redis_binary();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let child = Command::new(&bin)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("could not start {bin}: {e}"));
-    let proc = RedisProcess { child, port };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.write_all(b"PING\r\n");
-            let mut buf = [0u8; 64];
-            if matches!(s.read(&mut buf), Ok(n) if n > 0 && buf.starts_with(b"+PONG")) {
-                return proc;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not start on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Connections and replies
@@ -1028,7 +962,7 @@ fn run_seed(seed: u64, commands: usize, redis_port: u16, our_port: u16, diff: &m
 
 #[test]
 fn same_replies_as_redis() {
-    let redis = start_redis();
+    let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let seeds: u64 = std::env::var("DIFF_SEEDS")
         .ok()
@@ -1043,7 +977,7 @@ fn same_replies_as_redis() {
         log: Vec::new(),
     };
     for seed in 1..=seeds {
-        run_seed(seed, commands, redis.port, ours.port(), &mut diff);
+        run_seed(seed, commands, redis.port(), ours.port(), &mut diff);
     }
     println!(
         "differential test: {} replies compared over {seeds} seeds, 0 differences",
@@ -1056,9 +990,9 @@ fn same_replies_as_redis() {
 /// `%.17Lf` printing are compared on thousands of sums (most random commands hit non-numbers).
 #[test]
 fn incrbyfloat_matches_redis() {
-    let redis = start_redis();
+    let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
-    let mut pair = Pair::new(redis.port, ours.port());
+    let mut pair = Pair::new(redis.port(), ours.port());
     let mut diff = Diff {
         compared: 0,
         log: Vec::new(),

@@ -495,7 +495,6 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     if reply.is_error() {
         stat.failed += 1;
     }
-    ctx.shared.stats.commands.fetch_add(1, Ordering::Relaxed);
     reply
 }
 

@@ -678,7 +678,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 out,
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
-                s.commands.load(Ordering::Relaxed),
+                ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
                 s.net_input_bytes.load(Ordering::Relaxed),
                 s.net_output_bytes.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -851,7 +851,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .maxmemory
         .store(updated.maxmemory, Ordering::Relaxed);
     // A new password does not log out connected clients, as in Redis.
-    *ctx.shared.config_mut() = updated;
+    ctx.shared.replace_config(updated);
     Ok(Reply::ok())
 }
 
@@ -862,7 +862,6 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.error_stats.clear();
     let s = &ctx.shared.stats;
     for c in [
-        &s.commands,
         &s.connections_received,
         &s.rejected_connections,
         &s.expired_keys,

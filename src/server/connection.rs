@@ -34,10 +34,19 @@ pub async fn serve(
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut requests: Vec<Vec<Bytes>> = Vec::new();
+    // Config values read per request, cached until a CONFIG SET moves the generation.
+    let mut config_gen = u64::MAX;
+    let (mut idle_timeout, mut max_bulk_len, mut query_limit) = (0u64, 0usize, 0usize);
 
     'conn: loop {
         // ---- read --------------------------------------------------------------------------
-        let idle_timeout = shared.config().timeout;
+        let gen = shared.config_gen.load(Ordering::Acquire);
+        if gen != config_gen {
+            let c = shared.config();
+            (idle_timeout, max_bulk_len, query_limit) =
+                (c.timeout, c.proto_max_bulk_len, c.client_query_buffer_limit);
+            config_gen = gen;
+        }
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
         }
@@ -79,10 +88,6 @@ pub async fn serve(
         }
 
         // ---- parse and execute --------------------------------------------------------------
-        let (max_bulk_len, query_limit) = {
-            let c = shared.config();
-            (c.proto_max_bulk_len, c.client_query_buffer_limit)
-        };
         let mut close_after = false;
         loop {
             let limits = ParserLimits {

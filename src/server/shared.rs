@@ -63,7 +63,6 @@ impl ClientHandle {
 /// Server-wide counters (INFO stats).
 #[derive(Default)]
 pub struct Stats {
-    pub commands: AtomicU64,
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub expired_keys: AtomicU64,
@@ -125,6 +124,9 @@ pub struct Shared {
     /// Flips to true when the server must stop; connections and the accept loops watch it.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     pub loading: AtomicBool,
+    /// Bumped by every configuration change, so connections can cache the values they read on every
+    /// request (limits, timeout) and re-read them only when it moves: no shared lock per read.
+    pub config_gen: AtomicU64,
     /// Mirrors of config values read on the hot path without the config lock.
     pub maxmemory: AtomicU64,
     pub persistence: Mutex<PersistenceStatus>,
@@ -145,6 +147,7 @@ impl Shared {
             port: AtomicUsize::new(0),
             shutdown: tokio::sync::watch::channel(false).0,
             loading: AtomicBool::new(false),
+            config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
             persistence: Mutex::new(PersistenceStatus::default()),
         })
@@ -155,8 +158,11 @@ impl Shared {
         self.config.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn config_mut(&self) -> std::sync::RwLockWriteGuard<'_, Config> {
-        self.config.write().unwrap_or_else(|p| p.into_inner())
+    /// Installs a new configuration; connections pick it up at their next read.
+    pub fn replace_config(&self, config: Config) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        // After the write, so a connection that sees the new generation reads the new values.
+        self.config_gen.fetch_add(1, Ordering::Release);
     }
 
     /// The keyspace lock. A panic inside a handler is caught before it can poison the lock, but if

@@ -2,6 +2,7 @@
 //! exactly one reply's bytes (for byte-for-byte comparisons with golden vectors and real Redis).
 #![allow(dead_code)]
 
+pub mod redis;
 pub mod vectors;
 
 use std::io::{Read, Write};
