@@ -115,7 +115,7 @@ pub async fn serve(
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 let mut engine = shared.engine();
                 for argv in requests.drain(..) {
-                    let reply = commands::dispatch(&shared, &mut engine, &mut client, &argv);
+                    let reply = commands::dispatch(&shared, &mut engine, &mut client, &argv, now);
                     reply.encode(client.proto, &mut outbuf);
                     if client.action.is_some() {
                         break;
