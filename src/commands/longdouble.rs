@@ -224,32 +224,7 @@ fn parse_decimal(s: &[u8]) -> Option<Kind> {
     if !seen_digit {
         return None;
     }
-    let mut exp10: i64 = 0;
-    if i < s.len() && s[i] == b'e' {
-        i += 1;
-        let eneg = match s.get(i) {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
-            }
-            _ => false,
-        };
-        let start = i;
-        while i < s.len() && s[i].is_ascii_digit() {
-            exp10 = (exp10 * 10 + (s[i] - b'0') as i64).min(1 << 40);
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        if eneg {
-            exp10 = -exp10;
-        }
-    }
+    let exp10 = parse_exponent(s, &mut i, b'e')?;
     if i != s.len() {
         return None;
     }
@@ -304,32 +279,7 @@ fn parse_hex(s: &[u8]) -> Option<Kind> {
     if !seen {
         return None;
     }
-    let mut exp2: i64 = 0;
-    if i < s.len() && s[i] == b'p' {
-        i += 1;
-        let eneg = match s.get(i) {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
-            }
-            _ => false,
-        };
-        let start = i;
-        while i < s.len() && s[i].is_ascii_digit() {
-            exp2 = (exp2 * 10 + (s[i] - b'0') as i64).min(1 << 40);
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        if eneg {
-            exp2 = -exp2;
-        }
-    }
+    let exp2 = parse_exponent(s, &mut i, b'p')?;
     if i != s.len() {
         return None;
     }
@@ -631,6 +581,37 @@ impl Big {
         }
         s
     }
+}
+
+/// An optional exponent at `s[*i]`: `marker`, an optional sign, at least one digit. Returns 0 when
+/// there is no marker, None when the marker has no digits. The magnitude saturates at 2^40, far
+/// beyond any exponent that leaves a finite non-zero long double.
+fn parse_exponent(s: &[u8], i: &mut usize, marker: u8) -> Option<i64> {
+    if *i >= s.len() || s[*i] != marker {
+        return Some(0);
+    }
+    *i += 1;
+    let negative = match s.get(*i) {
+        Some(b'-') => {
+            *i += 1;
+            true
+        }
+        Some(b'+') => {
+            *i += 1;
+            false
+        }
+        _ => false,
+    };
+    let start = *i;
+    let mut exp: i64 = 0;
+    while *i < s.len() && s[*i].is_ascii_digit() {
+        exp = (exp * 10 + (s[*i] - b'0') as i64).min(1 << 40);
+        *i += 1;
+    }
+    if *i == start {
+        return None;
+    }
+    Some(if negative { -exp } else { exp })
 }
 
 #[cfg(test)]

@@ -535,20 +535,8 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 // INFO
 // ---------------------------------------------------------------------------------------------
 
-const DEFAULT_SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "modules",
-    "bloom",
-    "errorstats",
-    "cluster",
-    "keyspace",
-];
+/// Every section, in Redis's order. The default set is all of them but `commandstats` (Redis 7.0
+/// also leaves out `latencystats`, which hyperbloom does not have).
 const ALL_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -565,15 +553,22 @@ const ALL_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
+fn default_sections() -> impl Iterator<Item = &'static str> {
+    ALL_SECTIONS
+        .iter()
+        .copied()
+        .filter(|s| *s != "commandstats")
+}
+
 fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut wanted: Vec<&str> = Vec::new();
     if argv.len() == 1 {
-        wanted.extend(DEFAULT_SECTIONS);
+        wanted.extend(default_sections());
     }
     for a in &argv[1..] {
         let name = String::from_utf8_lossy(a).to_ascii_lowercase();
         match name.as_str() {
-            "default" => wanted.extend(DEFAULT_SECTIONS),
+            "default" => wanted.extend(default_sections()),
             "all" | "everything" => wanted.extend(ALL_SECTIONS),
             other => {
                 if let Some(s) = ALL_SECTIONS.iter().find(|s| **s == other) {
