@@ -17,19 +17,6 @@ fn tool(name: &str) -> Option<PathBuf> {
     (!p.is_empty()).then(|| PathBuf::from(p))
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hb-compat-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Fills a hyperbloom server with strings and HLLs (sparse and dense), SAVEs, and returns the
 /// replies it gives for the checks we will repeat on Redis.
 fn make_dump(dir: &std::path::Path, with_filters: bool) -> Vec<(Vec<String>, Vec<u8>)> {
@@ -94,7 +81,7 @@ fn redis_check_rdb_accepts_hyperbloom_dumps() {
         "redis-check-rdb not installed: apt-get install redis-tools (scripts/test.sh does)",
     );
     for with_filters in [false, true] {
-        let dir = tempdir("check");
+        let dir = common::tempdir("check");
         make_dump(&dir, with_filters);
         let out = Command::new(&check)
             .arg(dir.join("dump.rdb"))
@@ -110,7 +97,7 @@ fn redis_check_rdb_accepts_hyperbloom_dumps() {
 
 #[test]
 fn real_redis_loads_a_hyperbloom_dump() {
-    let dir = tempdir("redis");
+    let dir = common::tempdir("redis");
     let expected = make_dump(&dir, false);
     let redis = common::redis::RealRedis::start(&[
         "--dir",

@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hyperbloom::persistence::rdb::{RdbWriter, SaveOptions};
 use hyperbloom::persistence::snapshot::{self, Target};
 use hyperbloom::store::{Store, Value};
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hb-persist-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn start_in(dir: &Path, extra: &[&str]) -> common::TestServer {
     let mut args = vec!["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"];
@@ -123,7 +110,7 @@ fn check(server: &common::TestServer) {
 
 #[test]
 fn save_then_restart_restores_everything() {
-    let dir = tempdir("save");
+    let dir = common::tempdir("save");
     let server = start_in(&dir, &[]);
     let mut c = server.raw();
     fill(&mut c);
@@ -148,7 +135,7 @@ fn save_then_restart_restores_everything() {
 
 #[test]
 fn bgsave_then_restart() {
-    let dir = tempdir("bgsave");
+    let dir = common::tempdir("bgsave");
     let server = start_in(&dir, &[]);
     let mut c = server.raw();
     fill(&mut c);
@@ -167,7 +154,7 @@ fn bgsave_then_restart() {
 
 #[test]
 fn debug_reload_and_shutdown_save() {
-    let dir = tempdir("reload");
+    let dir = common::tempdir("reload");
     let server = start_in(&dir, &["--enable-debug-command", "yes"]);
     let mut c = server.raw();
     fill(&mut c);
@@ -185,7 +172,7 @@ fn debug_reload_and_shutdown_save() {
 
 #[test]
 fn unwritable_dir_fails_cleanly_and_sets_misconf() {
-    let dir = tempdir("unwritable");
+    let dir = common::tempdir("unwritable");
     let server = start_in(&dir, &["--save", "3600 1"]);
     let mut c = server.raw();
     assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
@@ -248,7 +235,7 @@ fn file_of(store: &Store) -> Vec<u8> {
 fn every_truncation_and_every_flipped_byte_is_refused() {
     let store = sample_store();
     let bytes = file_of(&store);
-    let dir = tempdir("corrupt");
+    let dir = common::tempdir("corrupt");
     let path = dir.join("dump.rdb");
     // Every prefix (sampled densely at the start, where the headers are).
     let mut cuts: Vec<usize> = (0..200.min(bytes.len())).collect();
@@ -277,7 +264,7 @@ fn every_truncation_and_every_flipped_byte_is_refused() {
 
 #[test]
 fn startup_fails_on_bad_files_naming_the_file() {
-    let dir = tempdir("startup");
+    let dir = common::tempdir("startup");
     let bytes = file_of(&sample_store());
     let path = dir.join("dump.rdb");
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -316,7 +303,7 @@ fn startup_fails_on_bad_files_naming_the_file() {
 
 #[test]
 fn failed_write_keeps_the_previous_snapshot() {
-    let dir = tempdir("abort");
+    let dir = common::tempdir("abort");
     let target = Target {
         dir: dir.clone(),
         filename: "dump.rdb".into(),
@@ -345,36 +332,9 @@ fn failed_write_keeps_the_previous_snapshot() {
 /// previous snapshot intact and loadable.
 #[test]
 fn kill_9_during_bgsave_leaves_previous_snapshot() {
-    let dir = tempdir("kill9");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
-        .spawn()
-        .unwrap();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let start = Instant::now();
-    let mut c = loop {
-        if let Ok(s) = std::net::TcpStream::connect(addr) {
-            drop(s);
-            break common::RawConn::connect(addr);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let dir = common::tempdir("kill9");
+    let (mut child, addr) = spawn_binary(&dir, "");
+    let mut c = connect_when_ready(addr);
     assert_eq!(c.cmd_str(&["SET", "first", "1"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
     let good = std::fs::read(dir.join("dump.rdb")).unwrap();
@@ -407,7 +367,8 @@ fn kill_9_during_bgsave_leaves_previous_snapshot() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn spawn_binary(dir: &Path) -> (std::process::Child, std::net::SocketAddr) {
+/// Starts the real binary on a free port with `dir` and the given `save` points.
+fn spawn_binary(dir: &Path, save: &str) -> (std::process::Child, std::net::SocketAddr) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -419,7 +380,7 @@ fn spawn_binary(dir: &Path) -> (std::process::Child, std::net::SocketAddr) {
             "--bind",
             "127.0.0.1",
             "--save",
-            "",
+            save,
         ])
         .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
         .stdout(std::process::Stdio::piped())
@@ -429,12 +390,27 @@ fn spawn_binary(dir: &Path) -> (std::process::Child, std::net::SocketAddr) {
     (child, format!("127.0.0.1:{port}").parse().unwrap())
 }
 
+/// Connects once the spawned server accepts connections (polling, bounded).
+fn connect_when_ready(addr: std::net::SocketAddr) -> common::RawConn {
+    let start = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return common::RawConn::connect(addr);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The binary loads in the background: clients get -LOADING until the keyspace is in, then the
 /// data. (Asserting that LOADING was seen needs the load to outlast the first connection: the
 /// file is ~200 MB.)
 #[test]
 fn binary_answers_loading_while_it_loads() {
-    let dir = tempdir("loading");
+    let dir = common::tempdir("loading");
     let mut store = Store::new(16);
     let mut seed = 88172645463325252u64;
     for i in 0..200 {
@@ -458,7 +434,7 @@ fn binary_answers_loading_while_it_loads() {
     };
     snapshot::write_file(&target, None, |w| snapshot::write_store(w, &store)).unwrap();
     drop(store);
-    let (mut child, addr) = spawn_binary(&dir);
+    let (mut child, addr) = spawn_binary(&dir, "");
     let start = Instant::now();
     let mut saw_loading = false;
     loop {
@@ -494,10 +470,10 @@ fn binary_answers_loading_while_it_loads() {
 /// A corrupt snapshot makes the binary exit with status 1 and say which file and what is wrong.
 #[test]
 fn binary_exits_nonzero_on_a_corrupt_snapshot() {
-    let dir = tempdir("exit1");
+    let dir = common::tempdir("exit1");
     let bytes = file_of(&sample_store());
     std::fs::write(dir.join("dump.rdb"), &bytes[..bytes.len() - 100]).unwrap();
-    let (child, _) = spawn_binary(&dir);
+    let (child, _) = spawn_binary(&dir, "");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let log =
@@ -512,7 +488,7 @@ fn binary_exits_nonzero_on_a_corrupt_snapshot() {
 /// `save 1 1`: one change and a bit over a second later, the cron starts a BGSAVE by itself.
 #[test]
 fn save_points_trigger_a_background_save() {
-    let dir = tempdir("savepoint");
+    let dir = common::tempdir("savepoint");
     let server = start_in(&dir, &["--save", "1 1"]);
     let mut c = server.raw();
     assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
@@ -535,36 +511,9 @@ fn save_points_trigger_a_background_save() {
 /// SIGTERM with save points configured saves before exiting (exit status 0).
 #[test]
 fn sigterm_saves_when_save_points_are_set() {
-    let dir = tempdir("sigterm");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "3600 1",
-        ])
-        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
-        .spawn()
-        .unwrap();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let start = Instant::now();
-    let mut c = loop {
-        if let Ok(s) = std::net::TcpStream::connect(addr) {
-            drop(s);
-            break common::RawConn::connect(addr);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let dir = common::tempdir("sigterm");
+    let (mut child, addr) = spawn_binary(&dir, "3600 1");
+    let mut c = connect_when_ready(addr);
     assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -24,19 +24,6 @@ fn bytes_of(v: &Json) -> Vec<u8> {
         .collect()
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hb-vec-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn is_unknown_command(reply: &[u8]) -> bool {
     reply.starts_with(b"-ERR unknown command")
 }
@@ -47,7 +34,7 @@ fn check_manifest(name: &str) -> (usize, usize) {
     let manifest: Json =
         serde_json::from_slice(&std::fs::read(vectors().join(format!("{name}.json"))).unwrap())
             .unwrap();
-    let dir = tempdir(name);
+    let dir = common::tempdir(name);
     std::fs::copy(vectors().join(format!("{name}.rdb")), dir.join("dump.rdb")).unwrap();
     let server = common::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
     let mut c = server.raw();

@@ -95,6 +95,20 @@ impl Drop for TestServer {
     }
 }
 
+/// A fresh, empty directory under the system temp dir, unique per process, tag and instant.
+pub fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "hb-test-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
 /// A plain TCP connection speaking RESP by hand.
 pub struct RawConn {
     pub stream: TcpStream,
