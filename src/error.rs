@@ -1,4 +1,5 @@
-//! Every error a client can see, as the exact text Redis or RedisBloom sends.
+//! Every error a client can see, as the exact text Redis or RedisBloom sends (floor 7, the bottom:
+//! imports nothing from the crate).
 //!
 //! A `CmdError` renders the bytes after the leading `-` of the RESP error line. Most texts are fixed
 //! and live here as named constants, each with a comment naming the upstream command that emits it;
@@ -199,9 +200,6 @@ impl From<&'static str> for CmdError {
         CmdError::Static(s)
     }
 }
-
-/// Result type of every command handler.
-pub type CmdResult = Result<crate::protocol::Reply, CmdError>;
 
 #[cfg(test)]
 mod tests {

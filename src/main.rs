@@ -4,7 +4,7 @@ use clap::Parser;
 use hyperbloom::config::Config;
 
 #[global_allocator]
-static ALLOC: hyperbloom::server::alloc::CountingAlloc = hyperbloom::server::alloc::CountingAlloc;
+static ALLOC: hyperbloom::engine::alloc::CountingAlloc = hyperbloom::engine::alloc::CountingAlloc;
 
 /// A Redis-protocol server for Bloom filters, cuckoo filters and HyperLogLog (RedisBloom-compatible).
 #[derive(Parser, Debug)]

@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 
-use super::parse;
 use crate::error::{self, CmdError};
+use crate::numeric;
 
 pub struct Args<'a> {
     argv: &'a [Bytes],
@@ -54,7 +54,7 @@ impl<'a> Args<'a> {
     /// or out of range`.
     pub fn next_i64(&mut self) -> Result<i64, CmdError> {
         let a = self.next_bytes()?;
-        parse::parse_i64(a).ok_or(CmdError::Static(error::NOT_INTEGER))
+        numeric::parse_i64(a).ok_or(CmdError::Static(error::NOT_INTEGER))
     }
 
     /// All remaining arguments.

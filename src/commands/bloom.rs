@@ -9,9 +9,10 @@
 
 use bytes::Bytes;
 
-use super::parse::{parse_f64, parse_i64};
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
+use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
 use crate::store::{Db, Value};
@@ -69,16 +70,9 @@ pub const NO_LINK: &str = "ERR invalid offset - no link found";
 /// BF.LOADCHUNK: the chunk runs past the end of its link.
 pub const CHUNK_TOO_BIG: &str = "ERR invalid chunk - Too big for current filter";
 
-// ---------------------------------------------------------------------------------------------
-// Limits (current line; the same bounds apply to the bf-* config settings)
-// ---------------------------------------------------------------------------------------------
-
-/// Largest capacity BF.RESERVE / BF.INSERT accept.
-pub const MAX_CAPACITY: i64 = 1 << 30;
-/// Largest expansion factor.
-pub const MAX_EXPANSION: i64 = 32768;
-/// Error rates above this are silently lowered to it.
-pub const MAX_ERROR_RATE: f64 = 0.25;
+// Limits (current line) live in `crate::limits`: the bf-* config settings apply the same bounds.
+pub use crate::limits::BF_MAX_EXPANSION as MAX_EXPANSION;
+pub use crate::limits::{BF_MAX_CAPACITY as MAX_CAPACITY, BF_MAX_ERROR_RATE as MAX_ERROR_RATE};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[

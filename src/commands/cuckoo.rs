@@ -9,9 +9,10 @@
 
 use bytes::Bytes;
 
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::commands::parse::parse_i64;
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
+use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::cuckoo::{
     CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,

@@ -10,8 +10,9 @@
 
 use bytes::Bytes;
 
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
 use crate::store::Value;

@@ -26,10 +26,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use super::parse::parse_i64;
 use super::strings::{cstr, invalid_expire, is_opt};
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
+use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::Value;
 

@@ -1,4 +1,6 @@
-//! Commands: the one command table, the dispatcher, and one file per command family.
+//! Commands (floor 3): the one command table, the dispatcher, and one file per command family.
+//! Uses `persistence`, `engine` (the shared state handlers see through [`Ctx`]), `store` and the
+//! bottom floor; never `server`.
 //!
 //! Each family module exports `pub const COMMANDS: &[CommandSpec]`; [`FAMILIES`] lists them and is
 //! the single declarative table from which dispatch, arity errors, `COMMAND`, `COMMAND INFO` and
@@ -16,19 +18,23 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::error::{self, CmdError, CmdResult};
+pub use crate::engine::{now_ms, CommandStat, Engine};
+use crate::engine::{ClientHandle, Shared};
+use crate::error::{self, CmdError};
 use crate::protocol::Reply;
-use crate::server::shared::{ClientHandle, Shared};
 use crate::store::db::{Db, Store};
 
 pub mod args;
 pub mod bloom;
+pub mod client;
+pub mod config;
 pub mod cuckoo;
+pub mod debug;
 pub mod glob;
 pub mod hll;
+pub mod info;
+pub mod introspection;
 pub mod keyspace;
-pub mod longdouble;
-pub mod parse;
 pub mod persistence;
 pub mod server;
 pub mod strings;
@@ -81,6 +87,9 @@ pub mod flags {
         (ALLOW_BUSY, "allow_busy"),
     ];
 }
+
+/// Result type of every command handler: the reply, or the error reply Redis would send.
+pub type CmdResult = Result<Reply, CmdError>;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
@@ -273,35 +282,6 @@ impl ClientState {
     }
 }
 
-/// Per-command statistics (INFO commandstats).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CommandStat {
-    pub calls: u64,
-    /// Time spent in the handler, in nanoseconds (INFO shows microseconds; summing whole
-    /// microseconds per call would round sub-microsecond commands down to zero).
-    pub nanos: u64,
-    pub rejected: u64,
-    pub failed: u64,
-}
-
-/// What the keyspace lock guards: the data, and the statistics updated with it.
-pub struct Engine {
-    pub store: Store,
-    pub stats: Vec<CommandStat>,
-    /// Error replies by code (INFO errorstats).
-    pub error_stats: HashMap<String, u64>,
-}
-
-impl Engine {
-    pub fn new(databases: usize) -> Engine {
-        Engine {
-            store: Store::new(databases),
-            stats: vec![CommandStat::default(); table().len()],
-            error_stats: HashMap::new(),
-        }
-    }
-}
-
 /// What a handler works with.
 pub struct Ctx<'a> {
     pub store: &'a mut Store,
@@ -333,13 +313,6 @@ impl Ctx<'_> {
     pub fn config(&self) -> std::sync::RwLockReadGuard<'_, crate::config::Config> {
         self.shared.config()
     }
-}
-
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,7 +397,7 @@ fn refuse(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
     }
     if spec.has(flags::DENYOOM) {
         let max = shared.maxmemory.load(Ordering::Relaxed);
-        if max > 0 && crate::server::alloc::used_memory() as u64 > max {
+        if max > 0 && crate::engine::alloc::used_memory() as u64 > max {
             return Some(CmdError::Static(error::OOM));
         }
     }

@@ -3,8 +3,9 @@
 use bytes::Bytes;
 
 use super::flags::*;
+use super::CmdResult;
 use super::{cmd, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
 use crate::persistence::dump::{self, PayloadError};
 use crate::persistence::snapshot::{self, BgsaveRefused};
 use crate::protocol::Reply;
@@ -91,7 +92,7 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         } else if a.eq_ignore_ascii_case(b"absttl") {
             absttl = true;
         } else if a.eq_ignore_ascii_case(b"idletime") && more >= 1 && !freq_given {
-            let v = super::parse::parse_i64(&argv[j + 1])
+            let v = crate::numeric::parse_i64(&argv[j + 1])
                 .ok_or(CmdError::Static(error::NOT_INTEGER))?;
             if v < 0 {
                 return Err(CmdError::Static(INVALID_IDLETIME));
@@ -100,7 +101,7 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             idle_given = true;
             j += 1;
         } else if a.eq_ignore_ascii_case(b"freq") && more >= 1 && !idle_given {
-            let v = super::parse::parse_i64(&argv[j + 1])
+            let v = crate::numeric::parse_i64(&argv[j + 1])
                 .ok_or(CmdError::Static(error::NOT_INTEGER))?;
             if !(0..=255).contains(&v) {
                 return Err(CmdError::Static(INVALID_FREQ));
@@ -116,7 +117,7 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if !replace && ctx.db().contains(&key) {
         return Err(CmdError::Static(BUSYKEY));
     }
-    let ttl = super::parse::parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    let ttl = crate::numeric::parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
     if ttl < 0 {
         return Err(CmdError::Static(INVALID_TTL));
     }

@@ -14,15 +14,16 @@
 //! WATCH is not disturbed by a command that fails or changes nothing (e.g. INCR of a non-number,
 //! `SET NX` on an existing key, SETRANGE with an empty value).
 //!
-//! INCRBYFLOAT computes in 80-bit extended precision (see [`super::longdouble`]) because Redis uses C
+//! INCRBYFLOAT computes in 80-bit extended precision (see [`crate::numeric::longdouble`]) because Redis uses C
 //! `long double` and prints the result with `%.17Lf`: `1000` + `0.1` is `1000.09999999999999998` in
 //! Redis, which no `f64` computation reproduces.
 
 use bytes::Bytes;
 
-use super::parse::parse_i64;
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
+use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::db::Db;
 use crate::store::Value;
@@ -560,7 +561,7 @@ fn decrby(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `INCRBYFLOAT key increment` → the new value as a bulk string, formatted as Redis formats a
 /// `long double` (`%.17Lf`, trailing zeros removed).
 fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    use super::longdouble::LongDouble;
+    use crate::numeric::longdouble::LongDouble;
     let key = &argv[1];
     let db = ctx.db();
     let current = match read_str(db, key)? {

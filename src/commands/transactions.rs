@@ -7,8 +7,9 @@
 
 use bytes::Bytes;
 
+use super::CmdResult;
 use super::{cmd, flags::*, table, CommandSpec, Ctx};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 
 #[rustfmt::skip]

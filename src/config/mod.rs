@@ -1,4 +1,5 @@
-//! Configuration: one redis.conf-style parser for the file and the `--directive value` flags.
+//! Configuration (floor 7, the bottom): one redis.conf-style parser for the file and the
+//! `--directive value` flags. Uses only `numeric`, `limits` and the protocol's argument splitter.
 //!
 //! Every directive hyperbloom understands is a row of [`DIRECTIVES`]: its name as in redis.conf, how to
 //! render it for `CONFIG GET`, how to set it, and whether `CONFIG SET` may change it at run time. The
@@ -195,7 +196,7 @@ fn parse_num<T: std::str::FromStr>(args: &[String], min: i128, max: i128) -> Res
 
 /// RedisBloom's integer settings: strict integer within `[min, max]`, with its error texts.
 fn bf_int(args: &[String], name: &str, min: i64, max: i64) -> Result<i64, String> {
-    let v = crate::commands::parse::parse_i64(one(args)?.as_bytes())
+    let v = crate::numeric::parse_i64(one(args)?.as_bytes())
         .ok_or_else(|| format!("Invalid value for `{name}`"))?;
     if v < min || v > max {
         return Err(format!(
@@ -535,14 +536,14 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.bf_error_rate_text.clone(),
         set: |c, a| {
             let text = one(a)?;
-            let v = crate::commands::parse::parse_f64(text.as_bytes())
+            let v = crate::numeric::parse_f64(text.as_bytes())
                 .ok_or("Invalid value for `bf-error-rate`")?;
             if !(v > 0.0 && v < 1.0) {
                 return Err(
                     "Value for `bf-error-rate` must be in the range (0.000000, 1.000000)".into(),
                 );
             }
-            c.bf_error_rate = v.min(crate::commands::bloom::MAX_ERROR_RATE);
+            c.bf_error_rate = v.min(crate::limits::BF_MAX_ERROR_RATE);
             c.bf_error_rate_text = text.to_string();
             Ok(())
         },
@@ -553,7 +554,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.bf_initial_size.to_string(),
         set: |c, a| {
-            c.bf_initial_size = bf_int(a, "bf-initial-size", 1, crate::commands::bloom::MAX_CAPACITY)?;
+            c.bf_initial_size = bf_int(a, "bf-initial-size", 1, crate::limits::BF_MAX_CAPACITY)?;
             Ok(())
         },
     },
@@ -564,7 +565,7 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.bf_expansion_factor.to_string(),
         set: |c, a| {
             c.bf_expansion_factor =
-                bf_int(a, "bf-expansion-factor", 0, crate::commands::bloom::MAX_EXPANSION)?;
+                bf_int(a, "bf-expansion-factor", 0, crate::limits::BF_MAX_EXPANSION)?;
             Ok(())
         },
     },

@@ -1,4 +1,6 @@
-//! Persistence: Redis-compatible RDB snapshots, save scheduling, and DUMP/RESTORE payloads.
+//! Persistence (floor 4): Redis-compatible RDB snapshots, save scheduling, and DUMP/RESTORE
+//! payloads. It knows the keyspace (`store`) and the shared state (`engine`), never a connection
+//! or a command.
 //!
 //! hyperbloom's snapshots are genuine RDB files: a `dump.rdb` written by Redis 7.x/8.x with
 //! RedisBloom loads here, and hyperbloom's files load into Redis (strings and HLLs into any Redis
@@ -53,7 +55,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::server::Shared;
+use crate::engine::Shared;
 use crate::store::Store;
 use rdb::{LoadOptions, LoadStats, RdbError, RdbReader};
 
@@ -75,7 +77,7 @@ pub fn load_file(
     let file = std::fs::File::open(path)?;
     let size = file.metadata()?.len();
     let reader = RdbReader::new(std::io::BufReader::with_capacity(1 << 20, file), size);
-    let now = crate::commands::now_ms();
+    let now = crate::engine::now_ms();
     let ndbs = store.dbs.len();
     // While loading, no key counts as due: the loader decides expiry itself, against `now`.
     for db in store.dbs.iter_mut() {
@@ -235,40 +237,44 @@ pub fn cron(shared: &std::sync::Arc<Shared>) {
 }
 
 /// Brings the persistence status up to date (a finished BGSAVE is collected). For INFO.
-pub fn refresh(ctx: &mut crate::commands::Ctx) {
-    snapshot::poll_bgsave(ctx.shared, ctx.store);
+pub fn refresh(shared: &Shared, store: &mut Store) {
+    snapshot::poll_bgsave(shared, store);
 }
 
 /// SHUTDOWN's save (inside the keyspace lock, as Redis's SHUTDOWN blocks).
-pub fn save_for_shutdown(ctx: &mut crate::commands::Ctx) -> Result<(), String> {
-    snapshot::save_sync(ctx.shared, ctx.store).map(|_| ())
+pub fn save_for_shutdown(shared: &Shared, store: &mut Store) -> Result<(), String> {
+    snapshot::save_sync(shared, store).map(|_| ())
+}
+
+/// Why DEBUG RELOAD failed; the command turns each into Redis's reply.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("saving failed: {0}")]
+    Save(String),
+    #[error("loading failed: {0}")]
+    Load(String),
 }
 
 /// DEBUG RELOAD: save, empty the keyspace, load the file back.
-pub fn debug_reload(ctx: &mut crate::commands::Ctx) -> crate::error::CmdResult {
-    use crate::error::CmdError;
-    if snapshot::save_sync(ctx.shared, ctx.store).is_err() {
-        return Err(CmdError::Static("ERR Error trying to save the DB"));
-    }
-    let target = snapshot::Target::from_shared(ctx.shared);
-    let verify = ctx.config().rdbchecksum;
-    for db in ctx.store.dbs.iter_mut() {
+pub fn debug_reload(shared: &Shared, store: &mut Store) -> Result<(), ReloadError> {
+    snapshot::save_sync(shared, store).map_err(ReloadError::Save)?;
+    let target = snapshot::Target::from_shared(shared);
+    let verify = shared.config().rdbchecksum;
+    for db in store.dbs.iter_mut() {
         db.clear();
     }
     let started = Instant::now();
-    match load_file(&target.path(), ctx.store, verify) {
+    match load_file(&target.path(), store, verify) {
         Ok(stats) => {
             report_load(&stats, &target.path(), started);
-            Ok(crate::protocol::Reply::ok())
+            Ok(())
         }
         Err(e) => {
             tracing::warn!(
                 "DEBUG RELOAD failed loading {}: {e}",
                 target.path().display()
             );
-            Err(CmdError::Static(
-                "ERR Error trying to load the RDB dump, check server logs.",
-            ))
+            Err(ReloadError::Load(e.to_string()))
         }
     }
 }

@@ -30,25 +30,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::rdb::{RdbWriter, SaveOptions};
-use crate::server::Shared;
+use crate::engine::{BgJob, Shared};
 use crate::store::db::DbSnapshot;
 use crate::store::Store;
 
 /// Serialises the final rename of every save against cancellation.
 static RENAME_LOCK: Mutex<()> = Mutex::new(());
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A background save in flight.
-#[derive(Debug)]
-pub struct BgJob {
-    /// Set by a synchronous save that supersedes this one.
-    pub cancel: AtomicBool,
-    /// The outcome once finished: bytes written, or the reason it failed.
-    pub outcome: Mutex<Option<Result<u64, String>>>,
-    /// The change counter when the snapshot was taken.
-    pub dirty_at_start: u64,
-    pub started: Instant,
-}
 
 /// Where the snapshot goes and how it is written, read from the config.
 #[derive(Debug, Clone)]
@@ -109,8 +97,8 @@ fn write_temp(
     })?;
     let io_err = |e: std::io::Error| format!("Write error saving DB on disk: {e}");
     let mut w = RdbWriter::new(BufWriter::with_capacity(1 << 20, file), target.opts);
-    let ctime = crate::commands::now_ms() / 1000;
-    w.header(ctime, crate::server::alloc::used_memory() as u64)
+    let ctime = crate::engine::now_ms() / 1000;
+    w.header(ctime, crate::engine::alloc::used_memory() as u64)
         .map_err(io_err)?;
     body(&mut w).map_err(io_err)?;
     let (buf, size) = w.finish().map_err(io_err)?;
@@ -191,7 +179,7 @@ pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
             );
             let dirty = store.dirty();
             store.reset_dirty(dirty);
-            p.last_save_unix = crate::commands::now_ms() / 1000;
+            p.last_save_unix = crate::engine::now_ms() / 1000;
             p.last_bgsave_ok = true;
             p.saves += 1;
             p.last_error = None;
@@ -252,7 +240,7 @@ pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused>
     p.job = Some(job.clone());
     p.bgsave_in_progress = true;
     p.bgsave_started = Some(Instant::now());
-    p.last_bgsave_try_unix = crate::commands::now_ms() / 1000;
+    p.last_bgsave_try_unix = crate::engine::now_ms() / 1000;
     p.bgsave_scheduled = false;
     drop(p);
     tracing::info!(
@@ -302,7 +290,7 @@ pub fn poll_bgsave(shared: &Shared, store: &mut Store) {
                 job.started.elapsed().as_secs_f64()
             );
             store.reset_dirty(job.dirty_at_start);
-            p.last_save_unix = crate::commands::now_ms() / 1000;
+            p.last_save_unix = crate::engine::now_ms() / 1000;
             p.last_bgsave_ok = true;
             p.saves += 1;
             p.last_error = None;
@@ -332,7 +320,7 @@ pub fn check_save_points(shared: &Shared, store: &mut Store) {
         return;
     }
     let dirty = store.dirty();
-    let now = crate::commands::now_ms() / 1000;
+    let now = crate::engine::now_ms() / 1000;
     let p = shared.persistence();
     if p.job.is_some() {
         return;

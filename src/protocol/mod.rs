@@ -1,4 +1,5 @@
-//! The wire protocol: requests in, replies out. Knows nothing of storage.
+//! The wire protocol (floor 7, the bottom): requests in, replies out. Knows nothing of storage;
+//! uses only `error` (the reply model carries `CmdError`) and `numeric`.
 pub mod parser;
 pub mod reply;
 

@@ -52,6 +52,7 @@ use std::fmt;
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::CmdError;
+pub use crate::numeric::parse_i64 as parse_strict_i64;
 
 // ---------------------------------------------------------------------------------------------
 // Limits and error texts
@@ -479,43 +480,6 @@ fn fast_line(buf: &[u8], prefix: u8) -> Option<(usize, usize)> {
         Some((i + 2, n))
     } else {
         None
-    }
-}
-
-/// Redis's `string2ll`: an optional `-`, then `0` alone or a non-zero digit followed by digits; at most
-/// 20 bytes; must fit in an i64. No `+`, no spaces, no leading zeros, no `-0`.
-#[inline]
-pub fn parse_strict_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        if v > i64::MAX as u64 + 1 {
-            None
-        } else {
-            // v == 2^63 wraps to i64::MIN, which is the right answer.
-            Some((v as i64).wrapping_neg())
-        }
-    } else {
-        i64::try_from(v).ok()
     }
 }
 

@@ -8,6 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::CmdError;
+use crate::numeric::format_double;
 
 /// One reply, in the shape of RESP3.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,53 +230,6 @@ fn itoa_buf(n: i64) -> ItoaBuf {
     ItoaBuf { buf, start: pos }
 }
 
-/// Formats a double the way Redis's RESP3 double reply and most of its float replies do: `%.17g`,
-/// with `inf`/`-inf`/`nan` spelled as Redis spells them.
-pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    format_g(d, 17)
-}
-
-/// C's `%.<precision>g`.
-pub fn format_g(d: f64, precision: usize) -> String {
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    if !d.is_finite() {
-        return format_double(d);
-    }
-    let p = precision.max(1);
-    // Exponent as %e would print it after rounding to p significant digits.
-    let e_form = format!("{:.*e}", p - 1, d);
-    let (mantissa, exp) = e_form.split_once('e').unwrap_or((&e_form, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if exp < -4 || exp >= p as i32 {
-        let mantissa = trim_fraction(mantissa);
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    } else {
-        let decimals = (p as i32 - 1 - exp).max(0) as usize;
-        trim_fraction(&format!("{:.*}", decimals, d)).to_string()
-    }
-}
-
-fn trim_fraction(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,17 +252,5 @@ mod tests {
             &Reply::Int(i64::MIN).to_bytes(2)[..],
             b":-9223372036854775808\r\n"
         );
-    }
-
-    #[test]
-    fn percent_g() {
-        assert_eq!(format_g(0.01, 17), "0.01");
-        assert_eq!(format_g(1.5, 17), "1.5");
-        assert_eq!(format_g(1e20, 17), "1e+20");
-        assert_eq!(format_g(0.0001, 6), "0.0001");
-        assert_eq!(format_g(0.00001, 6), "1e-05");
-        assert_eq!(format_g(100.0, 6), "100");
-        assert_eq!(format_g(3.0000000000000004, 17), "3.0000000000000004");
-        assert_eq!(format_g(123456789.0, 6), "1.23457e+08");
     }
 }

@@ -14,8 +14,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::shared::{ClientHandle, Shared};
 use crate::commands::{self, Action, ClientState};
+use crate::engine::{ClientHandle, Shared};
 use crate::protocol::parser::{ParserLimits, RequestParser};
 
 const READ_CHUNK: usize = 16 * 1024;

@@ -1,5 +1,7 @@
-//! The server: listeners, the accept loop, the background cron, and shutdown. The only place
-//! (with `persistence`) that does I/O.
+//! The server (floor 2): listeners, the accept loop, the connection loop, the background cron, and
+//! shutdown. The only code that touches sockets (`persistence` does the file I/O). Uses every floor
+//! below: `commands` to execute requests, `persistence` at startup and in the cron, `engine` for
+//! the shared state.
 //!
 //! Concurrency design: a multi-threaded tokio runtime runs one task per connection; the keyspace is a
 //! single `Mutex<Engine>`. A connection decodes every complete request in its buffer, takes the lock
@@ -24,13 +26,11 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket};
 
-pub mod alloc;
 pub mod connection;
-pub mod shared;
 
 use crate::config::Config;
-use shared::ClientHandle;
-pub use shared::Shared;
+use crate::engine::ClientHandle;
+pub use crate::engine::Shared;
 
 /// A running server: its address and shared state, for tests and `main`.
 pub struct ServerHandle {
@@ -111,7 +111,7 @@ pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 /// Loads the snapshot, binds and starts serving in the background.
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     let listeners = bind(&config).await?;
-    let shared = Shared::new(config);
+    let shared = Shared::new(config, crate::commands::table().len());
     crate::persistence::load_at_startup(&shared)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let addr = listeners[0].local_addr()?;
@@ -257,7 +257,7 @@ pub async fn serve_main(config: Config) -> i32 {
             return 1;
         }
     };
-    let shared = Shared::new(config);
+    let shared = Shared::new(config, crate::commands::table().len());
     // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
     let load = crate::persistence::spawn_startup_load(&shared);
     let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -951,7 +951,7 @@ impl ScalingBloom {
                 width,
                 l.entries,
                 l.size,
-                crate::protocol::reply::format_g(l.error, 6)
+                crate::numeric::format_g(l.error, 6)
             ));
         }
         out

@@ -1,4 +1,5 @@
-//! The keyspace and the data structures. Pure Rust: no sockets, no RESP, no files.
+//! The keyspace and the data structures (floor 6). Pure Rust: no sockets, no RESP, no files.
+//! Imports only `numeric` from the bottom floor.
 pub mod bloom;
 pub mod cuckoo;
 pub mod db;

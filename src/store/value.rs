@@ -29,7 +29,7 @@ impl Value {
     pub fn encoding_name(&self) -> &'static str {
         match self {
             Value::Str(s) => {
-                if s.len() <= 20 && crate::commands::parse::parse_i64(s).is_some() {
+                if s.len() <= 20 && crate::numeric::parse_i64(s).is_some() {
                     "int"
                 } else if s.len() <= 44 {
                     "embstr"

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyperbloom::config::Config;
-use hyperbloom::server::Shared;
+use hyperbloom::engine::Shared;
 
 // The server's memory accounting (INFO used_memory, maxmemory) counts through this allocator, as
 // in the binary.
 #[global_allocator]
-static ALLOC: hyperbloom::server::alloc::CountingAlloc = hyperbloom::server::alloc::CountingAlloc;
+static ALLOC: hyperbloom::engine::alloc::CountingAlloc = hyperbloom::engine::alloc::CountingAlloc;
 
 /// A server running on its own runtime thread; stops when dropped.
 pub struct TestServer {

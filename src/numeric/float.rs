@@ -1,21 +1,8 @@
-//! Numbers as Redis parses them.
+//! Floating-point numbers as Redis parses and prints them.
 //!
-//! `parse_i64` is Redis's `string2ll`: an optional `-`, then `0` alone or a non-zero digit followed by
-//! digits; no `+`, no leading zeros, no blanks, at most 20 bytes, within i64. `parse_f64` is
-//! `string2d` (C `strtod` over the whole argument: leading `+`, `.5`, `5.`, exponents, hex floats,
+//! `parse_f64` is `string2d` (C `strtod` over the whole argument: leading `+`, `.5`, `5.`, exponents, hex floats,
 //! `inf`; no leading blank, no NaN, no overflow to infinity, no underflow to zero).
 //! `parse_long_double` is the INCRBYFLOAT variant (`string2ld`), which also refuses infinity.
-
-/// Redis `string2ll`: the same strict rules the request parser applies to length headers.
-pub use crate::protocol::parser::parse_strict_i64 as parse_i64;
-
-/// Redis `string2ull`-style unsigned parse used by SCAN cursors: any decimal u64.
-pub fn parse_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 || !s.iter().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    std::str::from_utf8(s).ok()?.parse().ok()
-}
 
 /// C `strtod` accepting the whole of `s`; None if not fully consumed or empty.
 fn strtod_full(s: &[u8]) -> Option<f64> {
@@ -132,29 +119,67 @@ pub fn parse_long_double(s: &[u8]) -> Option<f64> {
     Some(v)
 }
 
+/// Formats a double the way Redis's RESP3 double reply and most of its float replies do: `%.17g`,
+/// with `inf`/`-inf`/`nan` spelled as Redis spells them.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    format_g(d, 17)
+}
+
+/// C's `%.<precision>g`.
+pub fn format_g(d: f64, precision: usize) -> String {
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    if !d.is_finite() {
+        return format_double(d);
+    }
+    let p = precision.max(1);
+    // Exponent as %e would print it after rounding to p significant digits.
+    let e_form = format!("{:.*e}", p - 1, d);
+    let (mantissa, exp) = e_form.split_once('e').unwrap_or((&e_form, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if exp < -4 || exp >= p as i32 {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim_fraction(&format!("{:.*}", decimals, d)).to_string()
+    }
+}
+
+fn trim_fraction(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn string2ll_rules() {
-        assert_eq!(parse_i64(b"0"), Some(0));
-        assert_eq!(parse_i64(b"-5"), Some(-5));
-        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [
-            &b"1.5"[..],
-            b"+5",
-            b"007",
-            b"-0",
-            b"1e3",
-            b"9223372036854775808",
-            b"",
-            b" 1",
-            b"-",
-        ] {
-            assert_eq!(parse_i64(bad), None, "{:?}", bad);
-        }
+    fn percent_g() {
+        assert_eq!(format_g(0.01, 17), "0.01");
+        assert_eq!(format_g(1.5, 17), "1.5");
+        assert_eq!(format_g(1e20, 17), "1e+20");
+        assert_eq!(format_g(0.0001, 6), "0.0001");
+        assert_eq!(format_g(0.00001, 6), "1e-05");
+        assert_eq!(format_g(100.0, 6), "100");
+        assert_eq!(format_g(3.0000000000000004, 17), "3.0000000000000004");
+        assert_eq!(format_g(123456789.0, 6), "1.23457e+08");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use crate::commands::Engine;
+use super::{now_ms, Engine};
 use crate::config::Config;
 
 /// One connected client as others see it (CLIENT LIST, CLIENT KILL, INFO clients).
@@ -41,7 +41,7 @@ impl ClientHandle {
             addr,
             laddr,
             created: Instant::now(),
-            last_active_ms: AtomicU64::new(crate::commands::now_ms()),
+            last_active_ms: AtomicU64::new(now_ms()),
             db: AtomicUsize::new(0),
             name: Mutex::new(None),
             lib_name: Mutex::new(None),
@@ -80,7 +80,7 @@ pub struct PersistenceStatus {
     pub bgsave_started: Option<Instant>,
     pub saves: u64,
     /// The background save in flight (collected by `persistence::snapshot::poll_bgsave`).
-    pub job: Option<Arc<crate::persistence::snapshot::BgJob>>,
+    pub job: Option<Arc<BgJob>>,
     /// BGSAVE SCHEDULE: start one as soon as the running one ends.
     pub bgsave_scheduled: bool,
     /// Unix seconds of the last BGSAVE attempt (save points retry a failure after 5 s).
@@ -94,7 +94,7 @@ pub struct PersistenceStatus {
 impl Default for PersistenceStatus {
     fn default() -> Self {
         PersistenceStatus {
-            last_save_unix: crate::commands::now_ms() / 1000,
+            last_save_unix: now_ms() / 1000,
             last_bgsave_ok: true,
             bgsave_in_progress: false,
             last_bgsave_duration_sec: -1,
@@ -108,6 +108,18 @@ impl Default for PersistenceStatus {
             last_load_keys_expired: 0,
         }
     }
+}
+
+/// A background save in flight.
+#[derive(Debug)]
+pub struct BgJob {
+    /// Set by a synchronous save that supersedes this one.
+    pub cancel: AtomicBool,
+    /// The outcome once finished: bytes written, or the reason it failed.
+    pub outcome: Mutex<Option<Result<u64, String>>>,
+    /// The change counter when the snapshot was taken.
+    pub dirty_at_start: u64,
+    pub started: Instant,
 }
 
 /// Everything connections share. Held in an `Arc`.
@@ -133,8 +145,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: Config) -> Arc<Shared> {
-        let engine = Engine::new(config.databases);
+    /// The state of a new server; `commands` is the size of the command table (for its statistics).
+    pub fn new(config: Config, commands: usize) -> Arc<Shared> {
+        let engine = Engine::new(config.databases, commands);
         let maxmemory = config.maxmemory;
         Arc::new(Shared {
             config: RwLock::new(config),

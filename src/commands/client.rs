@@ -1,0 +1,297 @@
+//! CLIENT: the connection's own settings (ID, SETNAME, SETINFO, …) and the registry of all
+//! connections as commands see it (LIST, INFO, KILL).
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::CmdResult;
+use super::{cmd, flags::*, table, Action, Args, CommandSpec, Ctx};
+use crate::error::{self, CmdError};
+use crate::protocol::Reply;
+
+#[rustfmt::skip]
+pub const SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("client|id", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "5.0.0", "Returns the unique client ID of the connection.", client_id),
+    cmd("client|setname", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.6.9", "Sets the connection name.", client_setname),
+    cmd("client|getname", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.6.9", "Returns the name of the connection.", client_getname),
+    cmd("client|setinfo", 4, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.2.0", "Sets information specific to the client or connection.", client_setinfo),
+    cmd("client|info", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Returns information about the connection.", client_info),
+    cmd("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.4.0", "Lists open connections.", client_list),
+    cmd("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.4.0", "Terminates open connections.", client_kill),
+    cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.0.0", "Sets the client eviction mode of the connection.", client_onoff),
+    cmd("client|no-touch", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", client_onoff),
+    cmd("client|help", 2, LOADING | STALE, 0, 0, 0, "connection", "5.0.0", "Returns helpful text about the different subcommands.", client_help),
+];
+
+// ---------------------------------------------------------------------------------------------
+// CLIENT
+// ---------------------------------------------------------------------------------------------
+
+pub(super) fn set_client_name(ctx: &mut Ctx, name: &[u8]) {
+    let mut slot = ctx
+        .client
+        .handle
+        .name
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    *slot = if name.is_empty() {
+        None
+    } else {
+        Some(Bytes::copy_from_slice(name))
+    };
+}
+
+fn client_id(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.client.handle.id as i64))
+}
+
+fn client_setname(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if !valid_name(&argv[2]) {
+        return Err(CmdError::Static(error::CLIENT_NAME_CHARS));
+    }
+    set_client_name(ctx, &argv[2]);
+    Ok(Reply::ok())
+}
+
+fn client_getname(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let name = ctx
+        .client
+        .handle
+        .name
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    Ok(Reply::opt_bulk(name))
+}
+
+fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let attr = &argv[2];
+    let value = &argv[3];
+    let slot = if attr.eq_ignore_ascii_case(b"lib-name") {
+        &ctx.client.handle.lib_name
+    } else if attr.eq_ignore_ascii_case(b"lib-ver") {
+        &ctx.client.handle.lib_ver
+    } else {
+        return Err(CmdError::Owned(format!(
+            "ERR Unrecognized option '{}'",
+            String::from_utf8_lossy(attr)
+        )));
+    };
+    if !valid_name(value) {
+        return Err(CmdError::Owned(format!(
+            "ERR {} cannot contain spaces, newlines or special characters.",
+            String::from_utf8_lossy(attr)
+        )));
+    }
+    *slot.lock().unwrap_or_else(|p| p.into_inner()) = if value.is_empty() {
+        None
+    } else {
+        Some(value.clone())
+    };
+    Ok(Reply::ok())
+}
+
+fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
+    let lock = |m: &std::sync::Mutex<Option<Bytes>>| {
+        m.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let now = super::now_ms();
+    let idle = now.saturating_sub(h.last_active_ms.load(Ordering::Relaxed)) / 1000;
+    let last = h.last_cmd.load(Ordering::Relaxed);
+    let cmd_name = if last == 0 {
+        "NULL".to_string()
+    } else {
+        table()
+            .all()
+            .get(last - 1)
+            .map(|s| s.name.to_string())
+            .unwrap_or_default()
+    };
+    let _ = ctx;
+    format!(
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        h.id,
+        h.addr,
+        h.laddr,
+        lock(&h.name),
+        h.created.elapsed().as_secs(),
+        idle,
+        if h.multi.load(Ordering::Relaxed) { "x" } else { "N" },
+        h.db.load(Ordering::Relaxed),
+        if h.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+        cmd_name,
+        h.proto.load(Ordering::Relaxed),
+        lock(&h.lib_name),
+        lock(&h.lib_ver),
+    )
+}
+
+fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let line = client_line(ctx, &ctx.client.handle.clone());
+    Ok(Reply::Verbatim(Bytes::from(line + "\n")))
+}
+
+fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut args = Args::skipping(argv, 2);
+    while let Some(opt) = args.next() {
+        if opt.eq_ignore_ascii_case(b"TYPE") {
+            let t = args.next_bytes()?;
+            if !t.eq_ignore_ascii_case(b"normal")
+                && !t.eq_ignore_ascii_case(b"master")
+                && !t.eq_ignore_ascii_case(b"replica")
+                && !t.eq_ignore_ascii_case(b"pubsub")
+            {
+                return Err(CmdError::Owned(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(t)
+                )));
+            }
+        } else if opt.eq_ignore_ascii_case(b"ID") {
+            let mut list = Vec::new();
+            for a in args.rest() {
+                match crate::numeric::parse_i64(a) {
+                    Some(n) if n > 0 => list.push(n as u64),
+                    _ => return Err(CmdError::Static("ERR Invalid client ID")),
+                }
+            }
+            if list.is_empty() {
+                return Err(CmdError::Static(error::SYNTAX));
+            }
+            ids = Some(list);
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+    }
+    let mut handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
+    handles.sort_by_key(|h| h.id);
+    let mut out = String::new();
+    for h in handles {
+        if let Some(ids) = &ids {
+            if !ids.contains(&h.id) {
+                continue;
+            }
+        }
+        out.push_str(&client_line(ctx, &h));
+        out.push('\n');
+    }
+    Ok(Reply::Verbatim(Bytes::from(out)))
+}
+
+fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
+    if argv.len() == 3 {
+        // Old form: CLIENT KILL addr:port.
+        let target = String::from_utf8_lossy(&argv[2]).into_owned();
+        for h in &handles {
+            if h.addr.to_string() == target {
+                h.kill();
+                return Ok(Reply::ok());
+            }
+        }
+        return Err(CmdError::Static("ERR No such client"));
+    }
+    let mut args = Args::skipping(argv, 2);
+    let mut filters: Vec<(Vec<u8>, Bytes)> = Vec::new();
+    let mut skipme = true;
+    while let Some(k) = args.next() {
+        let v = args.next_bytes()?;
+        let key = k.to_ascii_lowercase();
+        match key.as_slice() {
+            b"id" => {
+                if crate::numeric::parse_i64(v).is_none_or(|n| n <= 0) {
+                    return Err(CmdError::Static("ERR client-id should be greater than 0"));
+                }
+            }
+            b"addr" | b"laddr" | b"user" | b"type" => {}
+            b"skipme" => {
+                skipme = if v.eq_ignore_ascii_case(b"yes") {
+                    true
+                } else if v.eq_ignore_ascii_case(b"no") {
+                    false
+                } else {
+                    return Err(CmdError::Static(error::SYNTAX));
+                };
+                continue;
+            }
+            _ => return Err(CmdError::Static(error::SYNTAX)),
+        }
+        filters.push((key, v.clone()));
+    }
+    let me = ctx.client.handle.id;
+    let mut killed = 0;
+    for h in &handles {
+        if skipme && h.id == me {
+            continue;
+        }
+        let ok = filters.iter().all(|(k, v)| match k.as_slice() {
+            b"id" => crate::numeric::parse_i64(v) == Some(h.id as i64),
+            b"addr" => h.addr.to_string().as_bytes() == &v[..],
+            b"laddr" => h.laddr.to_string().as_bytes() == &v[..],
+            b"user" => &v[..] == b"default",
+            b"type" => v.eq_ignore_ascii_case(b"normal"),
+            _ => false,
+        });
+        if ok {
+            h.kill();
+            killed += 1;
+        }
+    }
+    if !skipme
+        && filters
+            .iter()
+            .any(|(k, v)| k == b"id" && crate::numeric::parse_i64(v) == Some(me as i64))
+    {
+        ctx.client.action = Some(Action::Close);
+    }
+    Ok(Reply::Int(killed))
+}
+
+fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv[2].eq_ignore_ascii_case(b"on") || argv[2].eq_ignore_ascii_case(b"off") {
+        Ok(Reply::ok())
+    } else {
+        Err(CmdError::Static(error::SYNTAX))
+    }
+}
+
+fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let lines = [
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ID",
+        "    Return the ID of the current connection.",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "SETINFO <option> <value>",
+        "    Set client meta attr: LIB-NAME or LIB-VER.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+        "    Return information about client connections.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections (ID, ADDR, LADDR, USER, TYPE, SKIPME).",
+        "NO-EVICT (ON|OFF)",
+        "    Accepted; hyperbloom never evicts.",
+        "NO-TOUCH (ON|OFF)",
+        "    Accepted; hyperbloom keeps no LRU/LFU.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Ok(Reply::Array(
+        lines
+            .iter()
+            .map(|l| Reply::StatusOwned(Bytes::from_static(l.as_bytes())))
+            .collect(),
+    ))
+}
+
+pub(super) fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}

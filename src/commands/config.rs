@@ -1,0 +1,108 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE over the directive table in `crate::config`.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::CmdResult;
+use super::{cmd, flags::*, CommandSpec, Ctx};
+use crate::error::CmdError;
+use crate::protocol::Reply;
+
+#[rustfmt::skip]
+pub const SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.0.0", "Returns the effective values of configuration parameters.", config_get),
+    cmd("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.0.0", "Sets configuration parameters in-flight.", config_set),
+    cmd("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.0.0", "Resets the server's statistics.", config_resetstat),
+    cmd("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.8.0", "Persists the effective configuration to file.", config_rewrite),
+];
+
+// ---------------------------------------------------------------------------------------------
+// CONFIG
+// ---------------------------------------------------------------------------------------------
+
+fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let config = ctx.config();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for pattern in &argv[2..] {
+        for d in crate::config::DIRECTIVES {
+            if super::glob::matches(pattern, d.name.as_bytes(), true)
+                && !pairs.iter().any(|(n, _)| n == d.name)
+            {
+                pairs.push((d.name.to_string(), (d.get)(&config)));
+            }
+        }
+    }
+    Ok(Reply::Map(
+        pairs
+            .into_iter()
+            .map(|(n, v)| (Reply::Bulk(Bytes::from(n)), Reply::Bulk(Bytes::from(v))))
+            .collect(),
+    ))
+}
+
+fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if !argv.len().is_multiple_of(2) {
+        return Err(CmdError::arity("config|set"));
+    }
+    let mut updated = ctx.config().clone();
+    for pair in argv[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]).into_owned();
+        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        let Some(d) = crate::config::find(&name) else {
+            return Err(CmdError::Owned(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )));
+        };
+        if !d.mutable {
+            return Err(CmdError::Owned(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+            )));
+        }
+        if let Err(why) = (d.set)(&mut updated, &[value]) {
+            return Err(CmdError::Owned(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            )));
+        }
+    }
+    ctx.shared
+        .maxmemory
+        .store(updated.maxmemory, Ordering::Relaxed);
+    // A new password does not log out connected clients, as in Redis.
+    ctx.shared.replace_config(updated);
+    Ok(Reply::ok())
+}
+
+fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    for s in ctx.stats.iter_mut() {
+        *s = Default::default();
+    }
+    ctx.error_stats.clear();
+    let s = &ctx.shared.stats;
+    for c in [
+        &s.connections_received,
+        &s.rejected_connections,
+        &s.expired_keys,
+        &s.net_input_bytes,
+        &s.net_output_bytes,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    for db in ctx.store.dbs.iter_mut() {
+        db.lazy_expired = 0;
+    }
+    Ok(Reply::ok())
+}
+
+fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let config = ctx.config().clone();
+    let Some(path) = config.config_file.clone() else {
+        return Err(CmdError::Static(
+            "ERR The server is running without a config file",
+        ));
+    };
+    match std::fs::write(&path, config.render()) {
+        Ok(()) => Ok(Reply::ok()),
+        Err(e) => Err(CmdError::Owned(format!("ERR Rewriting config file: {e}"))),
+    }
+}

@@ -1,0 +1,273 @@
+//! INFO: every section Redis 7.0 prints, with Redis's field names, read from the shared state.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::CmdResult;
+use super::{table, Ctx};
+use crate::protocol::Reply;
+
+// ---------------------------------------------------------------------------------------------
+// INFO
+// ---------------------------------------------------------------------------------------------
+
+/// Every section, in Redis's order. The default set is all of them but `commandstats` (Redis 7.0
+/// also leaves out `latencystats`, which hyperbloom does not have).
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "bloom",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+fn default_sections() -> impl Iterator<Item = &'static str> {
+    ALL_SECTIONS
+        .iter()
+        .copied()
+        .filter(|s| *s != "commandstats")
+}
+
+pub(super) fn info(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut wanted: Vec<&str> = Vec::new();
+    if argv.len() == 1 {
+        wanted.extend(default_sections());
+    }
+    for a in &argv[1..] {
+        let name = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match name.as_str() {
+            "default" => wanted.extend(default_sections()),
+            "all" | "everything" => wanted.extend(ALL_SECTIONS),
+            other => {
+                if let Some(s) = ALL_SECTIONS.iter().find(|s| **s == other) {
+                    wanted.push(s);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut done: Vec<&str> = Vec::new();
+    for section in ALL_SECTIONS {
+        if !wanted.contains(section) || done.contains(section) {
+            continue;
+        }
+        done.push(section);
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        info_section(ctx, section, &mut out);
+    }
+    Ok(Reply::Verbatim(Bytes::from(out)))
+}
+
+fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
+    use std::fmt::Write;
+    let shared = ctx.shared;
+    match section {
+        "server" => {
+            let uptime = shared.started.elapsed().as_secs();
+            let port = shared.port.load(Ordering::Relaxed);
+            let hz = ctx.config().hz;
+            let config_file = ctx.config().config_file.clone().unwrap_or_default();
+            let _ = write!(
+                out,
+                "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:0\r\nexecutable:hyperbloom\r\nconfig_file:{}\r\nio_threads_active:0\r\nhyperbloom_version:{}\r\n",
+                crate::REDIS_VERSION,
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                shared.run_id,
+                port,
+                ctx.now_ms * 1000,
+                uptime,
+                uptime / 86400,
+                hz,
+                hz,
+                config_file,
+                crate::VERSION,
+            );
+        }
+        "clients" => {
+            let n = shared.clients().len();
+            let maxclients = ctx.config().maxclients;
+            let _ = write!(
+                out,
+                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+            );
+        }
+        "memory" => {
+            let used = crate::engine::alloc::used_memory();
+            let maxmemory = ctx.config().maxmemory;
+            let policy = ctx.config().maxmemory_policy.clone();
+            let _ = write!(
+                out,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{used}\r\nused_memory_peak:{used}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:1.00\r\nmem_allocator:libc\r\n",
+                human(used as u64),
+                human(maxmemory),
+            );
+        }
+        "persistence" => {
+            crate::persistence::refresh(ctx.shared, ctx.store);
+            let p = shared.persistence().clone();
+            let dirty = ctx.store.dirty();
+            let loading = shared.loading.load(Ordering::Relaxed) as u8;
+            let current = p
+                .bgsave_started
+                .map(|s| s.elapsed().as_secs() as i64)
+                .unwrap_or(-1);
+            let _ = write!(
+                out,
+                "# Persistence\r\nloading:{loading}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                p.bgsave_in_progress as u8,
+                p.last_save_unix,
+                if p.last_bgsave_ok { "ok" } else { "err" },
+                p.last_bgsave_duration_sec,
+                p.saves,
+                p.last_load_keys_expired,
+                p.last_load_keys_loaded,
+            );
+            // hyperbloom's own field: why the last save failed (Redis only logs it).
+            if let Some(e) = &p.last_error {
+                let _ = write!(
+                    out,
+                    "rdb_last_save_error:{}\r\n",
+                    e.replace(['\r', '\n'], " ")
+                );
+            }
+        }
+        "stats" => {
+            let s = &shared.stats;
+            let _ = write!(
+                out,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
+                s.connections_received.load(Ordering::Relaxed),
+                ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
+                s.net_input_bytes.load(Ordering::Relaxed),
+                s.net_output_bytes.load(Ordering::Relaxed),
+                s.rejected_connections.load(Ordering::Relaxed),
+                s.expired_keys.load(Ordering::Relaxed)
+                    + ctx.store.dbs.iter().map(|d| d.lazy_expired).sum::<u64>(),
+                ctx.error_stats.values().sum::<u64>(),
+            );
+        }
+        "replication" => {
+            let _ = write!(
+                out,
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                shared.run_id
+            );
+        }
+        "cpu" => {
+            let (user, sys) = cpu_times();
+            let _ = write!(
+                out,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+            );
+        }
+        "bloom" => out.push_str(&super::bloom::info_section(ctx.store)),
+        "modules" => {
+            let _ = write!(
+                out,
+                "# Modules\r\nmodule:name=bf,ver={},api=1,filters=0,usedby=[],using=[],options=[handle-io-errors]\r\n",
+                crate::BF_MODULE_VERSION
+            );
+        }
+        "commandstats" => {
+            out.push_str("# Commandstats\r\n");
+            for (i, spec) in table().all().iter().enumerate() {
+                let s = ctx.stats[i];
+                if s.calls == 0 && s.rejected == 0 && s.failed == 0 {
+                    continue;
+                }
+                let per = if s.calls > 0 {
+                    s.nanos as f64 / 1000.0 / s.calls as f64
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    out,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
+                    spec.name,
+                    s.calls,
+                    s.nanos / 1000,
+                    per,
+                    s.rejected,
+                    s.failed
+                );
+            }
+        }
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            let mut codes: Vec<_> = ctx.error_stats.iter().collect();
+            codes.sort();
+            for (code, n) in codes {
+                let _ = write!(out, "errorstat_{code}:count={n}\r\n");
+            }
+        }
+        "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            let now = ctx.now_ms;
+            for (i, db) in ctx.store.dbs.iter_mut().enumerate() {
+                db.now_ms = now;
+                if db.is_empty() {
+                    continue;
+                }
+                let _ = write!(
+                    out,
+                    "db{i}:keys={},expires={},avg_ttl={}\r\n",
+                    db.len(),
+                    db.expires_count(),
+                    db.avg_ttl()
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn human(n: u64) -> String {
+    let f = n as f64;
+    if f < 1024.0 {
+        format!("{n}B")
+    } else if f < 1024.0 * 1024.0 {
+        format!("{:.2}K", f / 1024.0)
+    } else if f < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", f / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}G", f / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+/// User and system CPU seconds of this process, from /proc (0 where unavailable).
+fn cpu_times() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return (0.0, 0.0);
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = 100.0;
+    let utime = fields
+        .get(11)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / ticks;
+    let stime = fields
+        .get(12)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / ticks;
+    (utime, stime)
+}

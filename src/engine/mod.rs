@@ -1,0 +1,56 @@
+//! The shared-state floor (floor 5): what every connection and every command shares.
+//!
+//! It holds the locked keyspace ([`Engine`]: the store plus the statistics updated with it), the
+//! client registry as commands see it ([`ClientHandle`]), server statistics, persistence status,
+//! the configuration in force, the clock ([`now_ms`]) and the memory accounting ([`alloc`]).
+//! `server/` (the connections) and `commands/` (the handlers) both stand on it, as does
+//! `persistence/`; it imports only from the floors below: `store/`, `config/`, `protocol/`,
+//! `numeric/`, `error.rs`. So "where does the server's state live?" has one answer: here.
+
+use std::collections::HashMap;
+
+use crate::store::db::Store;
+
+pub mod alloc;
+pub mod shared;
+
+pub use shared::{BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
+
+/// Per-command statistics (INFO commandstats).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStat {
+    pub calls: u64,
+    /// Time spent in the handler, in nanoseconds (INFO shows microseconds; summing whole
+    /// microseconds per call would round sub-microsecond commands down to zero).
+    pub nanos: u64,
+    pub rejected: u64,
+    pub failed: u64,
+}
+
+/// What the keyspace lock guards: the data, and the statistics updated with it.
+pub struct Engine {
+    pub store: Store,
+    pub stats: Vec<CommandStat>,
+    /// Error replies by code (INFO errorstats).
+    pub error_stats: HashMap<String, u64>,
+}
+
+impl Engine {
+    /// An empty keyspace of `databases` databases, with a statistics slot for each of the
+    /// `commands` entries of the command table (which lives on the floor above).
+    pub fn new(databases: usize, commands: usize) -> Engine {
+        Engine {
+            store: Store::new(databases),
+            stats: vec![CommandStat::default(); commands],
+            error_stats: HashMap::new(),
+        }
+    }
+}
+
+/// Wall-clock unix time in milliseconds. Connections read it once per batch and pass it down.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,13 @@
+//! Redis's numeric parsing and formatting — floor 7 (the bottom), imports nothing from the crate.
+//!
+//! The request parser (`protocol`), the data structures (`store`), the configuration (`config`) and
+//! the commands all need the same number rules, so they live here, below all of them:
+//! - [`int`]: `string2ll` (strict i64) and the unsigned cursor parse;
+//! - [`float`]: `string2d`/`string2ld` (C `strtod` over the whole argument) and `%g`/`%.17g`;
+//! - [`longdouble`]: the 80-bit extended precision arithmetic behind INCRBYFLOAT.
+pub mod float;
+pub mod int;
+pub mod longdouble;
+
+pub use float::{format_double, format_g, parse_f64, parse_long_double};
+pub use int::{parse_i64, parse_u64};
