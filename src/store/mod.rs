@@ -5,6 +5,7 @@ pub mod cuckoo;
 pub mod db;
 pub mod hll;
 pub mod murmur;
+pub mod tdigest;
 pub mod value;
 
 pub use db::{Db, Store};

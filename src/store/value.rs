@@ -13,6 +13,8 @@ pub enum Value {
     Bloom(Box<crate::store::bloom::ScalingBloom>),
     /// A RedisBloom cuckoo filter (module type `MBbloomCF`).
     Cuckoo(Box<super::cuckoo::CuckooFilter>),
+    /// A RedisBloom t-digest (module type `TDIS-TYPE`).
+    TDigest(Box<super::tdigest::TDigest>),
 }
 
 impl Value {
@@ -22,6 +24,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::Bloom(_) => "MBbloom--",
             Value::Cuckoo(_) => "MBbloomCF",
+            Value::TDigest(_) => "TDIS-TYPE",
         }
     }
 
@@ -40,6 +43,7 @@ impl Value {
             Value::Bloom(_) => "raw",
             // Redis reports module values as "raw".
             Value::Cuckoo(_) => "raw",
+            Value::TDigest(_) => "raw",
         }
     }
 
@@ -51,6 +55,8 @@ impl Value {
             // Size + 48 for key `bf`; the caller adds key length + 40, so 6 more here.
             Value::Bloom(b) => b.memory_usage() as usize + 6,
             Value::Cuckoo(cf) => cf.memory_usage() as usize,
+            // RedisBloom's current-line figure, 80 + 16 × cap (tdigest.md §8).
+            Value::TDigest(td) => td.memory_usage() as usize,
         }
     }
 

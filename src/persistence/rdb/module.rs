@@ -8,6 +8,9 @@
 //! MBbloom-- v4: UINT size nfilters options growth
 //!               then per link: UINT entries, DOUBLE error, UINT hashes, DOUBLE bpe, UINT bits,
 //!               UINT n2, STRING bit array, UINT items in the link
+//! TDIS-TYPE v0: DOUBLE compression min max, UINT cap merged_nodes unmerged_nodes
+//!               total_compressions, DOUBLE merged_weight unmerged_weight,
+//!               then merged_nodes × DOUBLE mean, merged_nodes × DOUBLE weight (tdigest.md §7)
 //! ```
 //!
 //! Older encodings are read too: bloom v0 lacks `bits`/`n2` (bits = entries × bpe, n2 = 0), v<2
@@ -26,10 +29,14 @@ use super::writer::RdbWriter;
 use super::*;
 use crate::store::bloom::{RawLink, ScalingBloom};
 use crate::store::cuckoo::{self, CuckooFilter, CuckooHeader};
+use crate::store::tdigest::{c_i64, Node, RawDigest, TDigest};
 use crate::store::Value;
 
 pub const CUCKOO_TYPE: &str = "MBbloomCF";
 pub const BLOOM_TYPE: &str = "MBbloom--";
+pub const TDIGEST_TYPE: &str = "TDIS-TYPE";
+/// The encoding version RedisBloom writes for t-digests (it ignores the version when loading).
+pub const TDIGEST_ENCVER: u16 = 0;
 /// The encoding version hyperbloom writes for both types.
 pub const ENCVER: u16 = 4;
 
@@ -53,6 +60,11 @@ pub fn read_value<R: Read>(
             r.module_eof()?;
             Ok(Some(Value::Bloom(Box::new(b))))
         }
+        TDIGEST_TYPE => {
+            let td = read_tdigest(r)?;
+            r.module_eof()?;
+            Ok(Some(Value::TDigest(Box::new(td))))
+        }
         _ => {
             r.skip_module_stream()?;
             skipped.push(format!(
@@ -70,7 +82,97 @@ pub fn write_value<W: Write>(w: &mut RdbWriter<W>, value: &Value) -> std::io::Re
         Value::Str(_) => Err(std::io::Error::other("not a module value")),
         Value::Bloom(b) => write_bloom(w, b),
         Value::Cuckoo(f) => write_cuckoo(w, f),
+        Value::TDigest(td) => write_tdigest(w, td),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TDIS-TYPE
+// ---------------------------------------------------------------------------------------------
+
+/// The `TDIS-TYPE` fields after the module id (without the EOF opcode). Any encoding version loads
+/// the same, as in RedisBloom. Every count is checked against the others and against the bytes
+/// left before anything is allocated for it.
+pub fn read_tdigest<R: Read>(r: &mut RdbReader<R>) -> Result<TDigest, RdbError> {
+    let at = r.offset();
+    let compression = r.module_double("compression")?;
+    let min = r.module_double("min")?;
+    let max = r.module_double("max")?;
+    // Signed values saved through the UINT opcode, kept as int32 as the reference does.
+    let cap = r.module_uint("cap")? as i64 as i32;
+    let merged_nodes = r.module_uint("merged nodes")? as i64 as i32;
+    let unmerged_nodes = r.module_uint("unmerged nodes")? as i64 as i32;
+    let total_compressions = r.module_uint("total compressions")? as i64;
+    let merged_weight = c_i64(r.module_double("merged weight")?);
+    let unmerged_weight = c_i64(r.module_double("unmerged weight")?);
+    let bad = |what: String| RdbError::corrupt(format!("bad {TDIGEST_TYPE} value: {what}"), at);
+    if merged_nodes < 0 || merged_nodes > cap {
+        return Err(bad(format!("{merged_nodes} merged nodes, cap {cap}")));
+    }
+    // Each node takes two 9-byte DOUBLE fields.
+    if merged_nodes as u64 * 18 > r.remaining() {
+        return Err(bad(format!(
+            "{merged_nodes} nodes cannot fit in the data left"
+        )));
+    }
+    let mut centroids: Vec<Node> = Vec::new();
+    centroids
+        .try_reserve_exact(merged_nodes as usize)
+        .map_err(|_| bad("cannot allocate the nodes".into()))?;
+    for _ in 0..merged_nodes {
+        let mean = r.module_double("mean")?;
+        centroids.push(Node { mean, weight: 0 });
+    }
+    for node in centroids.iter_mut() {
+        node.weight = c_i64(r.module_double("weight")?);
+    }
+    TDigest::from_raw_parts(RawDigest {
+        compression,
+        min,
+        max,
+        cap,
+        merged_nodes,
+        unmerged_nodes,
+        total_compressions,
+        merged_weight,
+        unmerged_weight,
+        centroids,
+    })
+    .map_err(bad)
+}
+
+/// Module id, fields and EOF of a `TDIS-TYPE` value. RedisBloom compresses before saving; a digest
+/// with a buffer is compressed in a copy here (the live value is compressed by the callers that
+/// must show it: DUMP and SAVE), so snapshots of live keyspaces write the same bytes.
+pub fn write_tdigest<W: Write>(w: &mut RdbWriter<W>, td: &TDigest) -> std::io::Result<()> {
+    let compressed;
+    let td = if td.unmerged_nodes() > 0 {
+        let mut copy = td.clone();
+        let _ = copy.compress();
+        compressed = copy;
+        &compressed
+    } else {
+        td
+    };
+    let id = module_id(TDIGEST_TYPE, TDIGEST_ENCVER).unwrap_or_default();
+    w.len(id)?;
+    w.module_double(td.compression())?;
+    w.module_double(td.min())?;
+    w.module_double(td.max())?;
+    // RedisModule_SaveSigned through the UINT opcode: negative values as their u64 pattern.
+    w.module_uint(td.cap() as i64 as u64)?;
+    w.module_uint(td.merged_nodes() as i64 as u64)?;
+    w.module_uint(td.unmerged_nodes() as i64 as u64)?;
+    w.module_uint(td.total_compressions() as u64)?;
+    w.module_double(td.merged_weight() as f64)?;
+    w.module_double(td.unmerged_weight() as f64)?;
+    for n in td.centroids() {
+        w.module_double(n.mean)?;
+    }
+    for n in td.centroids() {
+        w.module_double(n.weight as f64)?;
+    }
+    w.module_eof()
 }
 
 // ---------------------------------------------------------------------------------------------

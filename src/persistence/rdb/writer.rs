@@ -293,7 +293,7 @@ fn pages_worth_compressing(pages: &[&[u8]]) -> bool {
 pub fn value_type(value: &Value) -> u8 {
     match value {
         Value::Str(_) => TYPE_STRING,
-        Value::Bloom(_) | Value::Cuckoo(_) => TYPE_MODULE_2,
+        Value::Bloom(_) | Value::Cuckoo(_) | Value::TDigest(_) => TYPE_MODULE_2,
     }
 }
 
