@@ -257,6 +257,9 @@ fn db_index(ctx: &Ctx, arg: &[u8]) -> Result<usize, CmdError> {
     Ok(v as usize)
 }
 
+/// COPY of a module value whose type has no copy callback (RedisBloom's t-digest).
+pub const MODULE_NO_COPY: &str = "ERR not supported for this module key";
+
 /// `COPY source destination [DB destination-db] [REPLACE]` → 1 if copied, 0 if the source is
 /// missing or the destination exists (without REPLACE).
 fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -291,8 +294,12 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if !replace {
             return Ok(Reply::Int(0));
         }
-        dst.remove(newkey);
     }
+    // RedisBloom registers no copy callback for t-digests.
+    if matches!(value, Value::TDigest(_)) {
+        return Err(CmdError::Static(MODULE_NO_COPY));
+    }
+    dst.remove(newkey);
     dst.insert(newkey.clone(), value);
     dst.set_encoding_override(newkey, encoding);
     if let Some(when) = expire {

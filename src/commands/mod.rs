@@ -38,6 +38,7 @@ pub mod keyspace;
 pub mod persistence;
 pub mod server;
 pub mod strings;
+pub mod tdigest;
 pub mod transactions;
 
 pub use args::Args;
@@ -155,6 +156,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     hll::COMMANDS,
     bloom::COMMANDS,
     cuckoo::COMMANDS,
+    tdigest::COMMANDS,
     persistence::COMMANDS,
 ];
 

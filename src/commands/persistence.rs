@@ -9,6 +9,7 @@ use crate::error::{self, CmdError};
 use crate::persistence::dump::{self, PayloadError};
 use crate::persistence::snapshot::{self, BgsaveRefused};
 use crate::protocol::Reply;
+use crate::store::Value;
 
 /// RESTORE onto an existing key without REPLACE.
 pub const BUSYKEY: &str = "BUSYKEY Target key name already exists.";
@@ -70,7 +71,14 @@ fn lastsave(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 /// `DUMP key` → the serialized value, or null.
 fn dump_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let compression = ctx.config().rdbcompression;
-    match ctx.db().lookup(&argv[1]) {
+    let db = ctx.db();
+    // RedisBloom compresses a t-digest when saving it, visibly (TDIGEST.INFO), but as no write.
+    if let Some(Value::TDigest(_)) = db.lookup(&argv[1]) {
+        if let Some(Value::TDigest(td)) = db.lookup_mut_unsignalled(&argv[1]) {
+            let _ = td.compress();
+        }
+    }
+    match db.lookup(&argv[1]) {
         Some(v) => Ok(Reply::bulk(dump::dump(v, compression))),
         None => Ok(Reply::Null),
     }

@@ -123,7 +123,8 @@ pub fn parse_long_double(s: &[u8]) -> Option<f64> {
 /// with `inf`/`-inf`/`nan` spelled as Redis spells them.
 pub fn format_double(d: f64) -> String {
     if d.is_nan() {
-        return "nan".into();
+        // glibc's %.17g shows the sign of a NaN (Redis 7.0 prints `-nan` for 0/0 on x86-64).
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
     if d.is_infinite() {
         return if d > 0.0 { "inf".into() } else { "-inf".into() };
