@@ -290,10 +290,8 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // `dupStringObject` keeps the encoding.
     let encoding = db.encoding_override(key);
     let dst = ctx.db_at(dst_db);
-    if dst.contains(newkey) {
-        if !replace {
-            return Ok(Reply::Int(0));
-        }
+    if !replace && dst.contains(newkey) {
+        return Ok(Reply::Int(0));
     }
     // RedisBloom registers no copy callback for t-digests.
     if matches!(value, Value::TDigest(_)) {

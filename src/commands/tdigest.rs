@@ -271,13 +271,21 @@ fn merge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `TDIGEST.MIN key` → the smallest observation, or `nan` when empty.
 fn min(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let td = read(ctx.db(), &argv[1])?;
-    Ok(Reply::Double(if td.size() == 0 { f64::NAN } else { td.min() }))
+    Ok(Reply::Double(if td.size() == 0 {
+        f64::NAN
+    } else {
+        td.min()
+    }))
 }
 
 /// `TDIGEST.MAX key` → the largest observation, or `nan` when empty.
 fn max(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let td = read(ctx.db(), &argv[1])?;
-    Ok(Reply::Double(if td.size() == 0 { f64::NAN } else { td.max() }))
+    Ok(Reply::Double(if td.size() == 0 {
+        f64::NAN
+    } else {
+        td.max()
+    }))
 }
 
 /// `TDIGEST.QUANTILE key q [q ...]` → one double per fraction.

@@ -64,8 +64,8 @@
 
 use std::sync::Arc;
 
-/// `2π` as the reference spells it.
-const TWO_PI: f64 = 6.283185307179586;
+/// `2π` as the reference spells it (6.283185307179586, which is exactly `TAU`).
+const TWO_PI: f64 = std::f64::consts::TAU;
 
 /// The largest compression whose `cap = 6c + 10` fits an `i32` (tdigest.md §4.1, §10).
 pub const MAX_COMPRESSION: i64 = (i32::MAX as i64 - 10) / 6;
@@ -81,7 +81,8 @@ pub const MAX_LOADED_BUFFER: i64 = 1 << 20;
 /// The C conversion `(long long)d` on x86-64: truncation toward zero; NaN, ±∞ and values outside
 /// the int64 range become `INT64_MIN` (cvttsd2si's "integer indefinite").
 pub fn c_i64(d: f64) -> i64 {
-    if d.is_nan() || d >= 9_223_372_036_854_775_808.0 || d < -9_223_372_036_854_775_808.0 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !(-LIMIT..LIMIT).contains(&d) {
         i64::MIN
     } else {
         d as i64
@@ -178,7 +179,10 @@ impl TDigest {
             return Err(format!("cap {} above the capacity {capacity}", raw.cap));
         }
         if raw.merged_nodes < 0 || raw.merged_nodes > raw.cap {
-            return Err(format!("merged nodes {} outside [0, cap]", raw.merged_nodes));
+            return Err(format!(
+                "merged nodes {} outside [0, cap]",
+                raw.merged_nodes
+            ));
         }
         let total = raw.merged_nodes as i64 + raw.unmerged_nodes as i64;
         if raw.unmerged_nodes < 0 || total > raw.cap as i64 {

@@ -441,4 +441,85 @@ mod tests {
         let id = r.len().unwrap();
         assert!(read_cuckoo(&mut r, (id & 1023) as u16).is_err());
     }
+
+    /// A TDIS-TYPE value (after the type byte) from its fields.
+    fn tdigest_value(
+        compression: f64,
+        cap: u64,
+        merged: u64,
+        unmerged: u64,
+        nodes: &[(f64, f64)],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+        w.len(module_id(TDIGEST_TYPE, 0).unwrap()).unwrap();
+        for d in [compression, 1.0, 2.0] {
+            w.module_double(d).unwrap();
+        }
+        for u in [cap, merged, unmerged, 1] {
+            w.module_uint(u).unwrap();
+        }
+        w.module_double(nodes.iter().map(|n| n.1).sum()).unwrap();
+        w.module_double(unmerged as f64).unwrap();
+        for n in nodes {
+            w.module_double(n.0).unwrap();
+        }
+        for n in nodes {
+            w.module_double(n.1).unwrap();
+        }
+        w.module_eof().unwrap();
+        out
+    }
+
+    fn load_tdigest(bytes: &[u8]) -> Result<TDigest, RdbError> {
+        let mut r = RdbReader::new(bytes, bytes.len() as u64);
+        let id = r.len()?;
+        assert_eq!(module_name(id), TDIGEST_TYPE);
+        let td = read_tdigest(&mut r)?;
+        r.module_eof()?;
+        Ok(td)
+    }
+
+    #[test]
+    fn tdigest_spec_value_round_trips() {
+        // tdigest.md §7.2: CREATE t COMPRESSION 5 (value part, after the type byte).
+        let bytes = hex(
+            "814c3212f9360f1000 040000000000001440 04ffffffffffffef7f 04ffffffffffffefff
+                         0228 0200 0200 0200 040000000000000000 040000000000000000 00",
+        );
+        let td = load_tdigest(&bytes).unwrap();
+        assert_eq!((td.cap(), td.size()), (40, 0));
+        let mut out = Vec::new();
+        let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+        write_tdigest(&mut w, &td).unwrap();
+        assert_eq!(out, bytes);
+        let ok = tdigest_value(5.0, 40, 2, 0, &[(1.0, 1.0), (2.0, 1.0)]);
+        assert_eq!(load_tdigest(&ok).unwrap().merged_nodes(), 2);
+    }
+
+    #[test]
+    fn tdigest_crafted_values_are_refused() {
+        let two = [(1.0, 1.0), (2.0, 1.0)];
+        for bad in [
+            tdigest_value(f64::NAN, 40, 2, 0, &two),
+            tdigest_value(f64::INFINITY, 40, 2, 0, &two),
+            tdigest_value(-1.0, 40, 2, 0, &two),
+            // Capacity 6 × 1e9 + 10 does not fit an int32.
+            tdigest_value(1e9, 40, 2, 0, &two),
+            // cap above the capacity the compression allocates.
+            tdigest_value(5.0, 41, 2, 0, &two),
+            // merged nodes above cap, negative, and a buffer past cap.
+            tdigest_value(5.0, 1, 2, 0, &two),
+            tdigest_value(5.0, 40, u64::MAX, 0, &two),
+            tdigest_value(5.0, 40, 2, 39, &two),
+            tdigest_value(5.0, 40, 2, u64::MAX, &two),
+        ] {
+            assert!(load_tdigest(&bad).is_err());
+        }
+        // A node count far beyond the bytes left is refused before allocating.
+        let huge = tdigest_value(MAX_COMPRESSION_F, 2147483644, 2147483000, 0, &two);
+        assert!(load_tdigest(&huge).is_err());
+    }
+
+    const MAX_COMPRESSION_F: f64 = crate::store::tdigest::MAX_COMPRESSION as f64;
 }

@@ -1,3 +1,6 @@
+// The expected values are written as the reference prints them (%.17g), hence the extra digits.
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
+
 use proptest::prelude::*;
 
 use super::*;
@@ -16,7 +19,14 @@ fn pairs(td: &TDigest) -> Vec<(f64, i64)> {
 
 #[test]
 fn capacity_schedule() {
-    for (c, cap) in [(1, 16), (2, 22), (5, 40), (100, 610), (1000, 6010), (100000, 600010)] {
+    for (c, cap) in [
+        (1, 16),
+        (2, 22),
+        (5, 40),
+        (100, 610),
+        (1000, 6010),
+        (100000, 600010),
+    ] {
         assert_eq!(TDigest::new(c as f64).unwrap().cap(), cap);
     }
     assert_eq!(
@@ -44,7 +54,11 @@ fn worked_example() {
         vec![(1.0, 1), (6.0, 9), (15.0, 9), (20.0, 1), (21.0, 1)]
     );
     assert_eq!(
-        (td.unmerged_nodes(), td.merged_weight(), td.total_compressions()),
+        (
+            td.unmerged_nodes(),
+            td.merged_weight(),
+            td.total_compressions()
+        ),
         (1, 21, 1)
     );
     let qs = td.quantiles(&[0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]);
@@ -54,7 +68,15 @@ fn worked_example() {
     );
     assert_eq!(
         qs,
-        vec![1.0, 2.3333333333333335, 6.0, 11.5, 17.149999999999999, 20.780000000000001, 22.0]
+        vec![
+            1.0,
+            2.3333333333333335,
+            6.0,
+            11.5,
+            17.149999999999999,
+            20.780000000000001,
+            22.0
+        ]
     );
     assert_eq!(td.cdf(2.0), 0.086363636363636365);
     assert_eq!(td.rank(2.0, false), 2);
@@ -76,7 +98,14 @@ fn single_observation_quirk() {
     assert_eq!(td.by_rank(0, false), 7.5);
     assert_eq!(td.by_rank(1, false), f64::INFINITY);
     assert_eq!(td.by_rank(1, true), f64::NEG_INFINITY);
-    assert_eq!((td.merged_nodes(), td.unmerged_nodes(), td.total_compressions()), (0, 1, 0));
+    assert_eq!(
+        (
+            td.merged_nodes(),
+            td.unmerged_nodes(),
+            td.total_compressions()
+        ),
+        (0, 1, 0)
+    );
     // Constant NaNs are positive.
     assert!(td.quantile(0.5).is_sign_positive());
 }
@@ -120,6 +149,7 @@ fn min_max_keep_first_signed_zero() {
 
 #[test]
 fn c_conversion_is_x86() {
+    assert_eq!(TWO_PI.to_bits(), 6.283185307179586f64.to_bits());
     assert_eq!(c_i64(f64::NAN), i64::MIN);
     assert_eq!(c_i64(f64::INFINITY), i64::MIN);
     assert_eq!(c_i64(9.3e18), i64::MIN);
@@ -158,13 +188,34 @@ fn loaded_cap_governs_adds() {
     td.add(2.0, 1).unwrap();
     assert_eq!(td.add(3.0, 1), Err(TdError::Overflow));
     for bad in [
-        RawDigest { cap: 611, ..raw.clone() },
-        RawDigest { compression: f64::NAN, ..raw.clone() },
-        RawDigest { compression: -1.0, ..raw.clone() },
-        RawDigest { compression: 1e12, ..raw.clone() },
-        RawDigest { merged_nodes: -1, ..raw.clone() },
-        RawDigest { unmerged_nodes: 3, ..raw.clone() },
-        RawDigest { unmerged_nodes: -1, ..raw.clone() },
+        RawDigest {
+            cap: 611,
+            ..raw.clone()
+        },
+        RawDigest {
+            compression: f64::NAN,
+            ..raw.clone()
+        },
+        RawDigest {
+            compression: -1.0,
+            ..raw.clone()
+        },
+        RawDigest {
+            compression: 1e12,
+            ..raw.clone()
+        },
+        RawDigest {
+            merged_nodes: -1,
+            ..raw.clone()
+        },
+        RawDigest {
+            unmerged_nodes: 3,
+            ..raw.clone()
+        },
+        RawDigest {
+            unmerged_nodes: -1,
+            ..raw.clone()
+        },
     ] {
         assert!(TDigest::from_raw_parts(bad).is_err());
     }
@@ -175,7 +226,10 @@ fn quicksort_orders_and_keeps_pairs() {
     let mut v: Vec<Node> = [5.0, 1.0, 3.0, 3.0, -0.0, 0.0, 9.0, 2.0]
         .iter()
         .enumerate()
-        .map(|(i, &m)| Node { mean: m, weight: i as i64 })
+        .map(|(i, &m)| Node {
+            mean: m,
+            weight: i as i64,
+        })
         .collect();
     quicksort(&mut v);
     assert!(v.windows(2).all(|w| w[0].mean <= w[1].mean));
@@ -183,7 +237,13 @@ fn quicksort_orders_and_keeps_pairs() {
     ws.sort();
     assert_eq!(ws, (0..8).collect::<Vec<_>>());
     // Many equal means: quadratic but no deep recursion.
-    let mut eq = vec![Node { mean: 1.0, weight: 1 }; 20000];
+    let mut eq = vec![
+        Node {
+            mean: 1.0,
+            weight: 1
+        };
+        20000
+    ];
     quicksort(&mut eq);
 }
 
