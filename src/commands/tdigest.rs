@@ -10,9 +10,10 @@
 
 use bytes::Bytes;
 
+use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
-use crate::commands::parse::{parse_f64, parse_i64};
-use crate::error::{self, CmdError, CmdResult};
+use crate::error::{self, CmdError};
+use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::tdigest::{c_i64, TDigest, TdError, DEFAULT_COMPRESSION};
 use crate::store::{Db, Value};
