@@ -5,7 +5,8 @@
 #
 # It works on a fresh Debian machine with a Rust toolchain: what the tests need and is missing is
 # installed quietly and idempotently (redis-server and redis-tools through apt when redis-server or
-# redis-cli is absent; a Python venv with redis-py and pytest under the cargo target directory).
+# redis-cli is absent, postgresql when no initdb is found; a Python venv with redis-py, psycopg and
+# pytest under the cargo target directory).
 #
 # Usage: scripts/test.sh [--no-compat] [--only-compat] [-- extra pytest args]
 # Environment: CARGO_TARGET_DIR (honoured), HYPERBLOOM_VENV (venv location override).
@@ -16,6 +17,7 @@ ROOT=$(pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 VENV=${HYPERBLOOM_VENV:-$TARGET/compat-venv}
 REQUIREMENTS=$ROOT/tests/compat/requirements.txt
+EXAMPLE_REQUIREMENTS=$ROOT/examples/postgres_prefilter/requirements.txt
 
 run_cargo=1
 run_compat=1
@@ -43,6 +45,8 @@ if [[ $run_compat == 1 ]]; then
     { command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; } \
         || missing+=(redis-tools)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    # The PostgreSQL example (examples/postgres_prefilter) creates its own throwaway cluster.
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
     # Debian's python3 has the venv module but not ensurepip until python3-venv is installed.
     if [[ ! -x $VENV/bin/python ]] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
         missing+=(python3-venv)
@@ -65,16 +69,16 @@ if [[ $run_compat == 1 ]]; then
     # 2. Python venv with redis-py and pytest (re-installed only when requirements.txt changes).
     # -----------------------------------------------------------------------------------------
     stamp=$VENV/.requirements.sha256
-    want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+    want=$(cat "$REQUIREMENTS" "$EXAMPLE_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
     if [[ ! -x $VENV/bin/python ]] || [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
         step "preparing the Python venv $VENV"
         mkdir -p "$(dirname "$VENV")"
         [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-            --no-input -r "$REQUIREMENTS"
+            --no-input -r "$REQUIREMENTS" -r "$EXAMPLE_REQUIREMENTS"
         echo "$want" >"$stamp"
     fi
-    "$VENV/bin/python" -c 'import sys, redis, pytest; print("python", sys.version.split()[0], "| redis-py", redis.__version__, "| pytest", pytest.__version__)'
+    "$VENV/bin/python" -c 'import sys, redis, pytest, psycopg; print("python", sys.version.split()[0], "| redis-py", redis.__version__, "| psycopg", psycopg.__version__, "| pytest", pytest.__version__)'
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +117,12 @@ if [[ $run_compat == 1 ]]; then
     step "compat suite (pytest tests/compat)"
     export HYPERBLOOM_BIN=$TARGET/release/hyperbloom
     "$VENV/bin/python" -m pytest -q -rsxX -p no:cacheprovider tests/compat "${pytest_extra[@]}"
+
+    # -----------------------------------------------------------------------------------------
+    # 5. The PostgreSQL example at 50,000 rows: real PostgreSQL, the release binary (~25 s).
+    # -----------------------------------------------------------------------------------------
+    step "example: Bloom filter in front of PostgreSQL (pytest examples/postgres_prefilter)"
+    "$VENV/bin/python" -m pytest -q -rsxX -p no:cacheprovider examples/postgres_prefilter
 fi
 
 step "all tests passed in $(( $(date +%s) - started ))s"

@@ -214,6 +214,7 @@ def run_workload(directory: prefilter.UserDirectory, queries: list[str], backend
 
 def workload(r, pg, server_pid: int, cfg, rng) -> dict:
     queries = make_queries(cfg, rng)
+    load_before = os.getloadavg()
     backend = pg.execute("SELECT pg_backend_pid()").fetchone()[0]
     without = run_workload(prefilter.UserDirectory(r, pg, use=None), queries, backend, server_pid)
     with_bf = run_workload(prefilter.UserDirectory(r, pg, use="bloom"), queries, backend, server_pid)
@@ -227,7 +228,8 @@ def workload(r, pg, server_pid: int, cfg, rng) -> dict:
     out = {"queries": len(queries), "miss_ratio_configured": cfg.miss_ratio, "misses": misses,
            "false_negatives": false_negatives, "wrong_answers": wrong,
            "false_positives": fp_queries, "fp_rate": fp_queries / max(misses, 1),
-           "misses_kept_from_db": (misses - fp_queries) / max(misses, 1)}
+           "misses_kept_from_db": (misses - fp_queries) / max(misses, 1),
+           "load_average_before_after": [load_before[0], os.getloadavg()[0]]}
     for name, run in (("without_filter", without), ("with_filter", with_bf)):
         hit_lat = [l for l, p in zip(run["latencies_ms"], present) if p]
         miss_lat = [l for l, p in zip(run["latencies_ms"], present) if not p]
