@@ -526,7 +526,7 @@ def report(res: dict) -> str:
         f"warm-up: {w['seconds']:.2f} s ({w['rows_per_second']:,.0f} rows/s)",
         f"workload: {wl['queries']:,} lookups, {wl['misses']:,} misses",
         f"  queries reaching PostgreSQL: {a['db_queries']:,} without the filter, {b['db_queries']:,} with it "
-        f"({wl['misses_kept_from_db']:.2%} of misses kept away)",
+        f"({wl['misses_kept_from_db']:.3%} of misses kept away)",
         f"  PostgreSQL backend CPU: {a['pg_backend_cpu_seconds']:.2f} s without, {b['pg_backend_cpu_seconds']:.2f} s "
         f"with (hyperbloom CPU {b['hyperbloom_cpu_seconds']:.2f} s)",
     ]

@@ -62,7 +62,7 @@ def main(src: str, dst: str) -> None:
     p.set_xticks(range(len(labels)), labels)
     p.set_ylim(0, max(125, 100 * max(w1 / w0 for w0, w1 in zip(without, with_) if w0) + 25))
     p.set_ylabel("% of the run without the filter")
-    p.set_title(f"{wl['misses_kept_from_db']:.1%} of misses never reach PostgreSQL")
+    p.set_title(f"{wl['misses_kept_from_db']:.3%} of misses never reach PostgreSQL")
     p.legend(loc="upper right", fontsize=9, ncols=2)
 
     # 3. False-positive rate as the filter fills.
