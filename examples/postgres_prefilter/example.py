@@ -554,6 +554,9 @@ def report(res: dict) -> str:
         lines.append(f"instances in step ({s['url']}): {s['messages']:,} additions propagated, p50 "
                      f"{s['p50_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms; local filters identical: {s['filters_identical']}")
     rb = h["rebuild"]
+    for label, state in (("before growth", h["before"]), ("at the threshold", h["grown"]), ("after rebuild", h["after"])):
+        links = ", ".join(f"{l['size']:,}/{l['capacity']:,} ({l['fill']:.1%})" for l in state["links"])
+        lines.append(f"health {label}: links (items/capacity) {links}; predicted FP {state['predicted_fp']:.4%}")
     lines += [
         f"health: fill {h['before']['fill']:.1%} -> {h['grown']['fill']:.1%} after {h['imported']:,} imported rows "
         f"(predicted FP {h['grown']['predicted_fp']:.4%}, measured {h['fp_grown']:.4%})",
