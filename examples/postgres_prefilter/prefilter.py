@@ -64,9 +64,11 @@ def warm(r: redis.Redis, pg_dsn: str, key: str, *, error_rate: float = 0.001, ca
         if kind == "bloom":
             r.execute_command("BF.RESERVE", key, error_rate, capacity)
         else:
-            # MAXITERATIONS 500 (default 20): with 10 M items at 60 % load, an insert that gives up
-            # after 20 evictions makes the filter add a second sub-filter and double its memory.
-            r.execute_command("CF.RESERVE", key, capacity, "MAXITERATIONS", 500)
+            # Bucket size 2, 8-bit fingerprints: about 2 x 2 / 256 false positives when full. The
+            # eviction walk is RedisBloom's deterministic one, so a filter can grow a second
+            # sub-filter well before it is full (10 M items in 2^23 buckets did, at 60 % load,
+            # with MAXITERATIONS 20 as with 500); lookups then check both.
+            r.execute_command("CF.RESERVE", key, capacity)
     add = ("BF.MADD", key) if kind == "bloom" else ("CF.INSERT", key, "NOCREATE", "ITEMS")
     rows = 0
     pipe = r.pipeline(transaction=False)
