@@ -333,8 +333,8 @@ fn failed_write_keeps_the_previous_snapshot() {
 #[test]
 fn kill_9_during_bgsave_leaves_previous_snapshot() {
     let dir = common::tempdir("kill9");
-    let (mut child, addr) = spawn_binary(&dir, "");
-    let mut c = connect_when_ready(addr);
+    let (mut child, addr) = common::spawn_binary(&dir, "");
+    let mut c = common::connect_when_ready(addr);
     assert_eq!(c.cmd_str(&["SET", "first", "1"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
     let good = std::fs::read(dir.join("dump.rdb")).unwrap();
@@ -367,44 +367,6 @@ fn kill_9_during_bgsave_leaves_previous_snapshot() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts the real binary on a free port with `dir` and the given `save` points.
-fn spawn_binary(dir: &Path, save: &str) -> (std::process::Child, std::net::SocketAddr) {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            save,
-        ])
-        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    (child, format!("127.0.0.1:{port}").parse().unwrap())
-}
-
-/// Connects once the spawned server accepts connections (polling, bounded).
-fn connect_when_ready(addr: std::net::SocketAddr) -> common::RawConn {
-    let start = Instant::now();
-    loop {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return common::RawConn::connect(addr);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The binary loads in the background: clients get -LOADING until the keyspace is in, then the
 /// data. (Asserting that LOADING was seen needs the load to outlast the first connection: the
 /// file is ~200 MB.)
@@ -434,7 +396,7 @@ fn binary_answers_loading_while_it_loads() {
     };
     snapshot::write_file(&target, None, |w| snapshot::write_store(w, &store)).unwrap();
     drop(store);
-    let (mut child, addr) = spawn_binary(&dir, "");
+    let (mut child, addr) = common::spawn_binary(&dir, "");
     let start = Instant::now();
     let mut saw_loading = false;
     loop {
@@ -473,7 +435,7 @@ fn binary_exits_nonzero_on_a_corrupt_snapshot() {
     let dir = common::tempdir("exit1");
     let bytes = file_of(&sample_store());
     std::fs::write(dir.join("dump.rdb"), &bytes[..bytes.len() - 100]).unwrap();
-    let (child, _) = spawn_binary(&dir, "");
+    let (child, _) = common::spawn_binary(&dir, "");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let log =
@@ -512,8 +474,8 @@ fn save_points_trigger_a_background_save() {
 #[test]
 fn sigterm_saves_when_save_points_are_set() {
     let dir = common::tempdir("sigterm");
-    let (mut child, addr) = spawn_binary(&dir, "3600 1");
-    let mut c = connect_when_ready(addr);
+    let (mut child, addr) = common::spawn_binary(&dir, "3600 1");
+    let mut c = common::connect_when_ready(addr);
     assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

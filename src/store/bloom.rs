@@ -89,6 +89,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::murmur::{bloom_hash32, bloom_hash64};
+use super::pages::{Page, ZEROS};
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -202,8 +203,8 @@ pub fn alloc_ceiling() -> u64 {
 // Paged bit array
 // ---------------------------------------------------------------------------------------------
 
-/// Some pages' worth of zeros for reading pages that were never written.
-static ZERO_PAGE: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
+/// Zeros for reading pages that were never written.
+static ZERO_PAGE: &[u8; PAGE_BYTES] = &ZEROS;
 
 /// A bit array of `len` bytes in copy-on-write pages (see "Paging and snapshots" in the essay).
 #[derive(Clone)]
@@ -372,14 +373,19 @@ impl PagedBits {
         Ok(())
     }
 
-    /// The array as consecutive slices (never-written pages as zeros), for the RDB writer.
-    fn slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    /// The array as consecutive slices (never-written pages as zeros).
+    fn slices(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        self.pages().map(|p| p.bytes())
+    }
+
+    /// The array page by page, never-written pages as [`Page::Zeros`], for streaming writers.
+    fn pages(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
         self.pages
             .iter()
             .enumerate()
             .map(move |(p, page)| match page {
-                Some(page) => &page[..],
-                None => &ZERO_PAGE[..self.page_len(p)],
+                Some(page) => Page::Bytes(&page[..]),
+                None => Page::Zeros(self.page_len(p)),
             })
     }
 
@@ -564,9 +570,14 @@ impl Link {
         self.data.len
     }
     /// The bit array as consecutive slices, in order; their lengths add up to `bytes()`. Pages never
-    /// written come out as zeros. The RDB writer concatenates them into the link's string.
-    pub fn bit_slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    /// written come out as zeros.
+    pub fn bit_slices(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
         self.data.slices()
+    }
+    /// The bit array page by page (never-written pages as [`Page::Zeros`], nothing allocated); the
+    /// RDB writer streams them into the link's string.
+    pub fn bit_pages(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
+        self.data.pages()
     }
     /// The bit array as one vector (a copy).
     pub fn to_bytes(&self) -> Vec<u8> {

@@ -71,6 +71,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use super::murmur::murmur64a;
+use super::pages::Page;
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -103,7 +104,7 @@ pub const HEADER_LEN: usize = 38;
 /// Compaction runs after a delete when `numDeletes > numItems * DELETE_COMPACT_RATIO`.
 const DELETE_COMPACT_RATIO: f64 = 0.10;
 
-static ZEROS: [u8; PAGE_TARGET] = [0; PAGE_TARGET];
+static ZEROS: &[u8; PAGE_TARGET] = &super::pages::ZEROS;
 
 // ---------------------------------------------------------------------------------------------
 // Hashing
@@ -416,9 +417,14 @@ impl Pages {
 
     /// The pages in order, zero pages included, as borrowed slices.
     fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.pages_ref().map(|p| p.bytes())
+    }
+
+    /// The pages in order, never-written ones as [`Page::Zeros`] (nothing allocated).
+    fn pages_ref(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
         self.pages.iter().enumerate().map(|(p, page)| match page {
-            Some(a) => &a[..],
-            None => &ZEROS[..self.page_size(p)],
+            Some(a) => Page::Bytes(&a[..]),
+            None => Page::Zeros(self.page_size(p)),
         })
     }
 
@@ -687,15 +693,19 @@ impl CuckooFilter {
     pub fn sub_filter_buckets(&self, i: usize) -> Option<u64> {
         self.filters.get(i).map(|f| f.num_buckets)
     }
-    /// The bytes of sub-filter `i`, page by page (zero pages included), for writers that stream.
-    pub fn sub_filter_pages(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
-        self.filters.get(i).into_iter().flat_map(|f| f.data.iter())
+    /// The bytes of sub-filter `i`, page by page (never-written pages as [`Page::Zeros`], nothing
+    /// allocated), for writers that stream.
+    pub fn sub_filter_pages(&self, i: usize) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
+        self.filters
+            .get(i)
+            .into_iter()
+            .flat_map(|f| f.data.pages_ref())
     }
     /// The bytes of sub-filter `i` as one vector.
     pub fn sub_filter_bytes(&self, i: usize) -> Vec<u8> {
         let mut out = Vec::new();
         for page in self.sub_filter_pages(i) {
-            out.extend_from_slice(page);
+            out.extend_from_slice(page.bytes());
         }
         out
     }

@@ -5,6 +5,7 @@ pub mod cuckoo;
 pub mod db;
 pub mod hll;
 pub mod murmur;
+pub mod pages;
 pub mod tdigest;
 pub mod value;
 

@@ -109,6 +109,67 @@ pub fn tempdir(tag: &str) -> std::path::PathBuf {
     d
 }
 
+/// Starts the real binary on a free port with `dir` and the given `save` points.
+pub fn spawn_binary(
+    dir: &std::path::Path,
+    save: &str,
+) -> (std::process::Child, std::net::SocketAddr) {
+    spawn_binary_with(dir, save, &[])
+}
+
+/// [`spawn_binary`] with extra `--directive value` arguments.
+pub fn spawn_binary_with(
+    dir: &std::path::Path,
+    save: &str,
+    extra: &[&str],
+) -> (std::process::Child, std::net::SocketAddr) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            save,
+        ])
+        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
+/// Connects once the spawned server accepts connections (polling, bounded).
+pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
+    let start = std::time::Instant::now();
+    loop {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return RawConn::connect(addr);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `/proc/PID/status` figure in kB (`VmRSS`, `VmHWM`, ...); 0 when absent.
+pub fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A plain TCP connection speaking RESP by hand.
 pub struct RawConn {
     pub stream: TcpStream,

@@ -268,7 +268,7 @@ pub fn write_bloom<W: Write>(w: &mut RdbWriter<W>, b: &ScalingBloom) -> std::io:
         w.module_double(l.bpe())?;
         w.module_uint(l.bits())?;
         w.module_uint(l.n2() as u64)?;
-        w.module_string_pages(l.bytes(), l.bit_slices())?;
+        w.module_string_paged(l.bytes(), l.bit_pages())?;
         w.module_uint(l.size())?;
     }
     w.module_eof()
@@ -354,7 +354,7 @@ pub fn write_cuckoo<W: Write>(w: &mut RdbWriter<W>, f: &CuckooFilter) -> std::io
     for i in 0..f.num_filters() {
         let n = f.sub_filter_buckets(i).unwrap_or(0);
         w.module_uint(n)?;
-        w.module_string_pages(n * f.bucket_size() as u64, f.sub_filter_pages(i))?;
+        w.module_string_paged(n * f.bucket_size() as u64, f.sub_filter_pages(i))?;
     }
     w.module_eof()
 }

@@ -16,6 +16,7 @@ use std::io::Write;
 
 use super::*;
 use crate::persistence::{crc64, lzf};
+use crate::store::pages::{Page, ZEROS};
 use crate::store::Value;
 
 /// What a save needs from the configuration.
@@ -187,42 +188,103 @@ impl<W: Write> RdbWriter<W> {
         self.string(s)
     }
 
-    /// A module STRING whose bytes are held in pages. Compression needs the whole string, so it is
-    /// gathered first when compression is on; otherwise the pages are streamed as they are.
-    pub fn module_string_pages<'a>(
-        &mut self,
-        total: u64,
-        pages: impl Iterator<Item = &'a [u8]>,
-    ) -> std::io::Result<()> {
-        let pages: Vec<&[u8]> = pages.collect();
-        if self.compression && total as usize > SAMPLE_ABOVE && !pages_worth_compressing(&pages) {
-            // Evidently incompressible (a filter near capacity): stream the pages as they are,
-            // without gathering a copy of the whole array.
-            return self.module_string_plain(total, pages.into_iter());
-        }
-        if (self.compression && total > 20) || total <= 11 {
+    /// A module STRING whose bytes are held in pages, written with memory bounded by a page
+    /// (see "Streaming paged strings" below) whatever the string's length. `pages` is walked twice
+    /// when the string is compressed, so it must yield the same pages both times.
+    pub fn module_string_paged<'a, I>(&mut self, total: u64, pages: I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = Page<'a>> + Clone,
+    {
+        if total <= GATHER_UP_TO as u64 {
+            // Small enough to gather (at most 1 MiB): Redis's exact encoding choice and bytes.
             let mut all = Vec::new();
             all.try_reserve_exact(total as usize)
                 .map_err(|_| std::io::Error::other("out of memory gathering a module string"))?;
             for p in pages {
-                all.extend_from_slice(p);
+                all.extend_from_slice(p.bytes());
+            }
+            if all.len() as u64 != total {
+                return Err(std::io::Error::other("module string pages do not add up"));
             }
             return self.module_string(&all);
         }
-        self.module_string_plain(total, pages.into_iter())
+        if self.compression && pages_worth_compressing(pages.clone()) {
+            if let Some(plan) = plan_chunks(total, pages.clone())? {
+                self.len(MOD_STRING)?;
+                self.byte(0xC3)?;
+                self.len(plan.compressed_len)?;
+                self.len(total)?;
+                return self.write_chunks(total, pages, plan);
+            }
+        }
+        self.module_string_plain(total, pages)
     }
 
+    /// Second pass of a chunked LZF string: the compressed chunks, from the plan's cache when it
+    /// holds them all, else compressed again (LZF is deterministic, so the bytes are the ones
+    /// counted in the first pass).
+    fn write_chunks<'a, I>(&mut self, total: u64, pages: I, plan: ChunkPlan) -> std::io::Result<()>
+    where
+        I: Iterator<Item = Page<'a>> + Clone,
+    {
+        let mut written = 0u64;
+        let mut cached = plan
+            .cache
+            .as_ref()
+            .map(|(lens, bytes)| (lens.iter(), &bytes[..]));
+        let mut scratch = Vec::new();
+        let mut chunks = Chunks::new(pages, &mut scratch);
+        while let Some(chunk) = chunks.next_chunk() {
+            match chunk {
+                Chunk::Zeros(n) => written += self.zero_chunk(n)?,
+                Chunk::Data(data) => {
+                    let c = match &mut cached {
+                        Some((lens, bytes)) => {
+                            let n = lens.next().copied().unwrap_or(0) as usize;
+                            let (head, rest) = bytes.split_at(n.min(bytes.len()));
+                            *bytes = rest;
+                            std::borrow::Cow::Borrowed(head)
+                        }
+                        None => std::borrow::Cow::Owned(compress_chunk(data)),
+                    };
+                    written += c.len() as u64;
+                    self.raw(&c)?;
+                }
+            }
+        }
+        if written != plan.compressed_len {
+            return Err(std::io::Error::other(format!(
+                "paged string of {total} bytes changed while it was written"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the compressed form of `n` zero bytes; returns its length.
+    fn zero_chunk(&mut self, n: usize) -> std::io::Result<u64> {
+        if n == CHUNK {
+            let c = zero_chunk_compressed();
+            self.raw(c)?;
+            Ok(c.len() as u64)
+        } else {
+            let c = compress_chunk(&ZEROS[..n]);
+            self.raw(&c)?;
+            Ok(c.len() as u64)
+        }
+    }
+
+    /// A module STRING in the plain form, streamed page by page.
     fn module_string_plain<'a>(
         &mut self,
         total: u64,
-        pages: impl Iterator<Item = &'a [u8]>,
+        pages: impl Iterator<Item = Page<'a>>,
     ) -> std::io::Result<()> {
         self.len(MOD_STRING)?;
         self.len(total)?;
         let mut n = 0u64;
         for p in pages {
             n += p.len() as u64;
-            self.raw(p)?;
+            self.raw(p.bytes())?;
         }
         if n != total {
             return Err(std::io::Error::other("module string pages do not add up"));
@@ -277,16 +339,203 @@ fn worth_compressing(s: &[u8]) -> bool {
         .any(|&at| lzf::compress(&s[at..at + SAMPLE_LEN], SAMPLE_LEN - SAMPLE_LEN / 64).is_some())
 }
 
-/// [`worth_compressing`] for a string held in pages: samples the first, middle and last pages.
-fn pages_worth_compressing(pages: &[&[u8]]) -> bool {
-    if pages.is_empty() {
+/// [`worth_compressing`] for a string held in pages: samples the first, middle and last pages
+/// (a never-written page compresses, so it says yes at once).
+fn pages_worth_compressing<'a>(pages: impl Iterator<Item = Page<'a>> + Clone) -> bool {
+    let count = pages.clone().count();
+    if count == 0 {
         return true;
     }
-    [0, pages.len() / 2, pages.len() - 1].iter().any(|&i| {
-        let p = pages[i];
-        let sample = &p[..p.len().min(SAMPLE_LEN)];
-        sample.len() < 4096 || lzf::compress(sample, sample.len() - sample.len() / 64).is_some()
-    })
+    let picks = [0, count / 2, count - 1];
+    pages
+        .enumerate()
+        .filter(|(i, _)| picks.contains(i))
+        .any(|(_, p)| {
+            let sample = &p.bytes()[..p.len().min(SAMPLE_LEN)];
+            p.is_zeros()
+                || sample.len() < 4096
+                || lzf::compress(sample, sample.len() - sample.len() / 64).is_some()
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming paged strings
+// ---------------------------------------------------------------------------------------------
+//
+// A module STRING of a large filter (a 1.38 GB Bloom link, a 1 GB cuckoo sub-filter) must not be
+// gathered: a never-written filter holds no pages at all, and SAVE, BGSAVE, DUMP, the AOF rewrite
+// and the replication full sync would otherwise each allocate the whole array. The plain form
+// streams trivially. The LZF form (`C3 <clen> <len> <data>`, the only compressed string encoding
+// a module string may use: rdb.md §2.2) needs `clen` before the data, and LZF's output cannot be
+// known without compressing. So a string above [`GATHER_UP_TO`] is compressed in independent
+// chunks of [`CHUNK`] bytes of the logical string, each chunk with a fresh LZF history:
+//
+// * The concatenation of LZF streams is one LZF stream: a decoder (liblzf's, ours) just runs
+//   instruction after instruction, and a chunk's back-references never reach before its start,
+//   so Redis and RedisBloom load it as any other `C3` string of that `len`.
+// * Pass 1 compresses every chunk to learn `clen` and keeps the compressed chunks while they total
+//   at most [`CACHE_LIMIT`]; pass 2 writes them from that cache, or compresses again when the cache
+//   overflowed (LZF is deterministic). A chunk of never-written pages is never materialised: its
+//   compressed form is computed once per process from the shared zero page.
+// * Memory is one chunk of scratch, the LZF table, and at most [`CACHE_LIMIT`] of cache, whatever
+//   the string's length. A dense compressible filter costs two compression passes; a sparse one
+//   (the usual large filter) fits the cache and costs one.
+// * The output differs from Redis's whole-string compression only for strings above 1 MiB, where
+//   the sampling rule above already makes our choice ours; both load identically. With a 64 KiB
+//   chunk the loss is negligible: a never-written 1.38 GB link compresses to 15.7 MB either way.
+
+/// Strings up to this length are gathered and encoded exactly as Redis would.
+const GATHER_UP_TO: usize = SAMPLE_ABOVE;
+/// Length of an independently compressed chunk of a streamed string.
+pub const CHUNK: usize = 64 * 1024;
+/// Compressed chunks kept between the two passes.
+const CACHE_LIMIT: usize = 8 << 20;
+
+/// LZF of one chunk, with room for incompressible input (LZF grows it by at most 1/32).
+fn compress_chunk(data: &[u8]) -> Vec<u8> {
+    // Cannot fail with this budget on a non-empty chunk; an empty one never reaches here.
+    lzf::compress(data, data.len() + data.len() / 16 + 16).unwrap_or_default()
+}
+
+/// The compressed form of one full chunk of zeros.
+fn zero_chunk_compressed() -> &'static [u8] {
+    static Z: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    Z.get_or_init(|| compress_chunk(&ZEROS[..CHUNK]))
+}
+
+/// What pass 1 learnt: the compressed length, and the compressed data chunks when they fitted.
+struct ChunkPlan {
+    compressed_len: u64,
+    /// Length of each data chunk's compressed form, and their concatenation.
+    cache: Option<(Vec<u32>, Vec<u8>)>,
+}
+
+/// Pass 1: the chunked compressed length of the string, or `None` when it would not be at least
+/// 4 bytes shorter than the original (Redis's rule; the plain form is written then).
+fn plan_chunks<'a>(
+    total: u64,
+    pages: impl Iterator<Item = Page<'a>>,
+) -> std::io::Result<Option<ChunkPlan>> {
+    let mut compressed_len = 0u64;
+    let mut lens = Vec::new();
+    let mut bytes = Vec::new();
+    let mut caching = true;
+    let mut scratch = Vec::new();
+    let mut seen = 0u64;
+    let mut chunks = Chunks::new(pages, &mut scratch);
+    while let Some(chunk) = chunks.next_chunk() {
+        match chunk {
+            Chunk::Zeros(n) => {
+                seen += n as u64;
+                compressed_len += if n == CHUNK {
+                    zero_chunk_compressed().len()
+                } else {
+                    compress_chunk(&ZEROS[..n]).len()
+                } as u64;
+            }
+            Chunk::Data(data) => {
+                seen += data.len() as u64;
+                let c = compress_chunk(data);
+                compressed_len += c.len() as u64;
+                if caching && bytes.len() + c.len() <= CACHE_LIMIT {
+                    lens.push(c.len() as u32);
+                    bytes.extend_from_slice(&c);
+                } else if caching {
+                    caching = false;
+                    lens = Vec::new();
+                    bytes = Vec::new();
+                }
+            }
+        }
+    }
+    if seen != total {
+        return Err(std::io::Error::other("module string pages do not add up"));
+    }
+    if compressed_len + 4 > total {
+        return Ok(None);
+    }
+    Ok(Some(ChunkPlan {
+        compressed_len,
+        cache: caching.then_some((lens, bytes)),
+    }))
+}
+
+/// One [`CHUNK`] of a paged string: all of it never written, or its bytes.
+enum Chunk<'s> {
+    Zeros(usize),
+    Data(&'s [u8]),
+}
+
+/// Cuts a page stream into [`CHUNK`]-byte chunks of the logical string (the last one shorter),
+/// whatever the page sizes. A chunk covered by zero pages only is reported as [`Chunk::Zeros`];
+/// a chunk inside one allocated page is borrowed; any other chunk is copied into `scratch`.
+struct Chunks<'a, 's, I: Iterator<Item = Page<'a>>> {
+    pages: I,
+    /// The unread rest of the current page.
+    cur: Option<Page<'a>>,
+    scratch: &'s mut Vec<u8>,
+}
+
+impl<'a, 's, I: Iterator<Item = Page<'a>>> Chunks<'a, 's, I> {
+    fn new(pages: I, scratch: &'s mut Vec<u8>) -> Self {
+        Chunks {
+            pages,
+            cur: None,
+            scratch,
+        }
+    }
+
+    /// The next page with bytes left, or `None` at the end.
+    fn current(&mut self) -> Option<Page<'a>> {
+        while self.cur.is_none_or(|p| p.len() == 0) {
+            self.cur = Some(self.pages.next()?);
+        }
+        self.cur
+    }
+
+    /// The next chunk; a lending iterator, since a copied chunk borrows the scratch buffer.
+    fn next_chunk(&mut self) -> Option<Chunk<'_>> {
+        let first = self.current()?;
+        if first.len() >= CHUNK {
+            // The chunk lies inside the current page.
+            self.cur = Some(advance(first, CHUNK));
+            return Some(match first {
+                Page::Zeros(_) => Chunk::Zeros(CHUNK),
+                Page::Bytes(b) => Chunk::Data(&b[..CHUNK]),
+            });
+        }
+        // The chunk spans pages (or is the short last one). Zeros are only counted until a page
+        // with bytes appears, so a run of small zero pages is never copied.
+        let mut got = 0usize;
+        let mut gathering = false;
+        self.scratch.clear();
+        while got < CHUNK {
+            let Some(p) = self.current() else { break };
+            let n = p.len().min(CHUNK - got);
+            if !gathering && !p.is_zeros() {
+                gathering = true;
+                self.scratch.resize(got, 0);
+            }
+            if gathering {
+                self.scratch.extend_from_slice(&p.bytes()[..n]);
+            }
+            self.cur = Some(advance(p, n));
+            got += n;
+        }
+        Some(if gathering {
+            Chunk::Data(&self.scratch[..])
+        } else {
+            Chunk::Zeros(got)
+        })
+    }
+}
+
+/// `page` without its first `n` bytes.
+fn advance(page: Page<'_>, n: usize) -> Page<'_> {
+    match page {
+        Page::Zeros(len) => Page::Zeros(len - n),
+        Page::Bytes(b) => Page::Bytes(&b[n..]),
+    }
 }
 
 /// The type byte a value is stored under.
@@ -364,31 +613,111 @@ mod tests {
         );
     }
 
-    #[test]
-    fn paged_module_strings_encode_like_contiguous_ones() {
+    fn xorshift_bytes(n: usize) -> Vec<u8> {
         let mut seed = 0x2545F4914F6CDD1Du64;
-        let random: Vec<u8> = (0..20 * 65536)
+        (0..n)
             .map(|_| {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
                 seed as u8
             })
-            .collect();
-        let mut sparse = vec![0u8; 20 * 65536];
+            .collect()
+    }
+
+    /// `data` cut into pages of `page` bytes; all-zero pages become `Page::Zeros`.
+    fn paged(data: &[u8], page: usize) -> Vec<Page<'_>> {
+        data.chunks(page)
+            .map(|c| {
+                if c.iter().all(|&b| b == 0) {
+                    Page::Zeros(c.len())
+                } else {
+                    Page::Bytes(c)
+                }
+            })
+            .collect()
+    }
+
+    fn read_back(encoded: &[u8]) -> Vec<u8> {
+        let mut r = super::super::RdbReader::new(encoded, encoded.len() as u64);
+        r.module_string("x").unwrap()
+    }
+
+    #[test]
+    fn small_paged_strings_encode_exactly_like_contiguous_ones() {
+        let mut sparse = vec![0u8; 16 * 65536];
         for i in (0..sparse.len()).step_by(977) {
             sparse[i] = 0x10;
         }
-        for data in [random, sparse] {
-            let paged = enc(|w| {
-                w.module_string_pages(data.len() as u64, data.chunks(65536))
-                    .unwrap()
-            });
-            let whole = enc(|w| w.module_string(&data).unwrap());
-            assert_eq!(paged, whole);
-            let mut r = super::super::RdbReader::new(&paged[..], paged.len() as u64);
-            assert_eq!(r.module_string("x").unwrap(), data);
+        for data in [
+            xorshift_bytes(16 * 65536),
+            sparse,
+            vec![0; 5000],
+            b"12".to_vec(),
+        ] {
+            for page in [4096, 65536, 1000] {
+                let pages = paged(&data, page);
+                let p = enc(|w| {
+                    w.module_string_paged(data.len() as u64, pages.iter().copied())
+                        .unwrap()
+                });
+                assert_eq!(p, enc(|w| w.module_string(&data).unwrap()));
+            }
         }
+    }
+
+    #[test]
+    fn large_paged_strings_stream_and_load_back() {
+        let n = 3 * (1 << 20) + 12345;
+        let mut sparse = vec![0u8; n];
+        for i in (0..n).step_by(40_000) {
+            sparse[i] = 0x81;
+        }
+        let random = xorshift_bytes(n);
+        let zeros = vec![0u8; n];
+        for (name, data) in [("sparse", &sparse), ("random", &random), ("zeros", &zeros)] {
+            for page in [4096, 65536, 7 * 1000, 200_000] {
+                let pages = paged(data, page);
+                let out = enc(|w| {
+                    w.module_string_paged(n as u64, pages.iter().copied())
+                        .unwrap()
+                });
+                assert_eq!(&read_back(&out), data, "{name} in pages of {page}");
+                let compressed = out[1] == 0xC3;
+                assert_eq!(compressed, name != "random", "{name}: encoding");
+                if name == "zeros" {
+                    // 64 KiB of zeros compresses to ~750 bytes.
+                    assert!(out.len() < n / 64, "{name}: {} bytes", out.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_cache_limit_changes_nothing_but_the_passes() {
+        // Compressible, but more than CACHE_LIMIT of compressed output: pass 2 compresses again.
+        let n = 3 * CACHE_LIMIT;
+        let random = xorshift_bytes(n / 8 + 1);
+        let data: Vec<u8> = (0..n).map(|i| random[i / 8]).collect();
+        let pages = paged(&data, 65536);
+        let out = enc(|w| {
+            w.module_string_paged(n as u64, pages.iter().copied())
+                .unwrap()
+        });
+        assert_eq!(out[1], 0xC3);
+        assert!(out.len() > CACHE_LIMIT, "test needs an overflowing cache");
+        assert_eq!(read_back(&out), data);
+    }
+
+    #[test]
+    fn a_string_whose_pages_do_not_add_up_is_an_error() {
+        let data = vec![1u8; 2 << 20];
+        let pages = paged(&data, 65536);
+        let mut out = Vec::new();
+        let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+        assert!(w
+            .module_string_paged(data.len() as u64 + 1, pages.iter().copied())
+            .is_err());
     }
 
     #[test]

@@ -435,7 +435,7 @@ fn truncated_offsets_in_a_huge_subfilter_are_consistent() {
         assert!(cf.delete(format!("k{i}").as_bytes()));
     }
     assert_eq!(cf.num_items(), 1); // the header said 1
-    assert!(cf.sub_filter_pages(0).all(|p| p.iter().all(|&b| b == 0)));
+    assert!(cf.sub_filter_pages(0).all(|p| p.is_zeros()));
 }
 
 #[test]
