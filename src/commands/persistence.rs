@@ -74,8 +74,8 @@ fn dump_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     // RedisBloom compresses a t-digest when saving it, visibly (TDIGEST.INFO), but as no write.
     if let Some(Value::TDigest(_)) = db.lookup(&argv[1]) {
-        if let Some(Value::TDigest(td)) = db.lookup_mut_unsignalled(&argv[1]) {
-            let _ = td.compress();
+        if let Some(v) = db.lookup_mut_unsignalled(&argv[1]) {
+            v.prepare_for_save();
         }
     }
     match db.lookup(&argv[1]) {

@@ -169,6 +169,10 @@ pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
     let target = Target::from_shared(shared);
     cancel_bgsave(shared);
     let started = Instant::now();
+    // The live values change as RedisBloom's do when saved (a BGSAVE changes only its copy).
+    for db in store.dbs.iter_mut() {
+        db.prepare_for_save();
+    }
     let result = write_file(&target, None, |w| write_store(w, store));
     let mut p = shared.persistence();
     match &result {

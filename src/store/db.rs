@@ -169,6 +169,13 @@ impl Db {
         }
     }
 
+    /// [`Value::prepare_for_save`] on every value, before a synchronous save.
+    pub fn prepare_for_save(&mut self) {
+        for v in self.map.values_mut() {
+            v.prepare_for_save();
+        }
+    }
+
     pub fn contains(&mut self, key: &[u8]) -> bool {
         self.lookup(key).is_some()
     }

@@ -47,6 +47,14 @@ impl Value {
         }
     }
 
+    /// What RedisBloom does to a value when saving it (SAVE, DUMP): a t-digest is compressed, and
+    /// the change shows in `TDIGEST.INFO`. Not a write: nothing is signalled.
+    pub fn prepare_for_save(&mut self) {
+        if let Value::TDigest(td) = self {
+            let _ = td.compress();
+        }
+    }
+
     /// Bytes this value accounts for in `MEMORY USAGE` (key and entry overhead excluded).
     pub fn memory_usage(&self) -> usize {
         match self {
