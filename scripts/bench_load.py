@@ -58,6 +58,8 @@ CUSTOM = [
     ("PFMERGE (3 dense)", ["PFMERGE", "bench:dst", "bench:d1", "bench:d2", "bench:d3"], ["pfmerge"]),
     ("CF.ADD", ["CF.ADD", "bench:cf", "__rand_int__"], ["cf.add"]),
     ("CF.EXISTS", ["CF.EXISTS", "bench:cf", "__rand_int__"], ["cf.exists"]),
+    ("TDIGEST.ADD", ["TDIGEST.ADD", "bench:td", "__rand_int__"], ["tdigest.add"]),
+    ("TDIGEST.QUANTILE (2)", ["TDIGEST.QUANTILE", "bench:tdq", "0.5", "0.99"], ["tdigest.quantile"]),
 ]
 
 
@@ -169,6 +171,10 @@ def prepare(server: Server) -> None:
         call(server.port, "BF.RESERVE", "bench:bf", "0.01", "10000000")
     if has_command(server.port, "cf.reserve"):
         call(server.port, "CF.RESERVE", "bench:cf", "4000000")
+    if has_command(server.port, "tdigest.create"):
+        call(server.port, "TDIGEST.CREATE", "bench:td")
+        call(server.port, "TDIGEST.CREATE", "bench:tdq")
+        call(server.port, "TDIGEST.ADD", "bench:tdq", *[str((i * 7919) % 100003) for i in range(20000)])
     if has_command(server.port, "pfadd"):
         for key in ("bench:hll", "bench:d1", "bench:d2", "bench:d3"):
             call(server.port, "PFADD", key, *[f"{key}:{i}" for i in range(20000)])

@@ -670,6 +670,12 @@ fn weighted_average(x1: f64, w1: f64, x2: f64, w2: f64) -> f64 {
 /// partition on `<`, a direct compare-and-swap for two elements. The permutation of equal means
 /// matters, so this must not be replaced by a library sort. The ranges are disjoint, so an explicit
 /// stack (no recursion depth to overflow on the quadratic inputs) gives the same result.
+///
+/// One shortcut, with an identical result: on a range whose means are all equal no element is
+/// below any pivot, so each partition step only swaps the middle node to the end and then the end
+/// to the front, and recurses on the rest. That chain is replayed directly in O(n) instead of
+/// O(n²) compares, so a stream of identical values (a constant latency) cannot stall the server
+/// at large compressions. Mixed ranges take the reference's path.
 fn quicksort(nodes: &mut [Node]) {
     if nodes.len() < 2 {
         return;
@@ -682,6 +688,17 @@ fn quicksort(nodes: &mut [Node]) {
         if hi - lo == 1 {
             if nodes[lo].mean > nodes[hi].mean {
                 nodes.swap(lo, hi);
+            }
+            continue;
+        }
+        let first = nodes[lo].mean;
+        if nodes[lo..=hi].iter().all(|n| n.mean == first) {
+            // The all-equal chain (see above); the final pair compares equal and stays.
+            let mut lo = lo;
+            while hi - lo >= 2 {
+                nodes.swap(lo + (hi - lo) / 2, hi);
+                nodes.swap(lo, hi);
+                lo += 1;
             }
             continue;
         }

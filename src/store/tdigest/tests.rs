@@ -247,6 +247,36 @@ fn quicksort_orders_and_keeps_pairs() {
     quicksort(&mut eq);
 }
 
+/// The reference's quicksort written as the spec does, recursively, without shortcuts.
+fn reference_sort(nodes: &mut [Node], lo: isize, hi: isize) {
+    if lo >= hi {
+        return;
+    }
+    let (l, h) = (lo as usize, hi as usize);
+    if h - l == 1 {
+        if nodes[l].mean > nodes[h].mean {
+            nodes.swap(l, h);
+        }
+        return;
+    }
+    let p = (l + h) / 2;
+    let pivot = nodes[p].mean;
+    nodes.swap(p, h);
+    let mut k = lo - 1;
+    for j in l..h {
+        if nodes[j].mean < pivot {
+            k += 1;
+            nodes.swap(k as usize, j);
+        }
+    }
+    nodes.swap((k + 1) as usize, h);
+    let q = k + 1;
+    if q > lo {
+        reference_sort(nodes, lo, q - 1);
+    }
+    reference_sort(nodes, q + 1, hi);
+}
+
 /// The rank error bound the essay documents, as a fraction of the observations.
 fn error_bound(q: f64, compression: f64, n: f64) -> f64 {
     4.0 * std::f64::consts::PI * n.ln() * (q * (1.0 - q)).max(1.0 / n) / compression + 2.0 / n
@@ -254,6 +284,32 @@ fn error_bound(q: f64, compression: f64, n: f64) -> f64 {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The sort (with its all-equal shortcut) gives the reference's exact permutation, duplicates,
+    /// signed zeros and NaNs included.
+    #[test]
+    fn quicksort_is_the_reference_permutation(
+        means in prop::collection::vec(prop_oneof![
+            4 => (0u8..4).prop_map(f64::from),
+            1 => Just(-0.0),
+            1 => Just(f64::NAN),
+            2 => -10.0f64..10.0,
+        ], 0..300),
+    ) {
+        let nodes: Vec<Node> = means
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| Node { mean: m, weight: i as i64 })
+            .collect();
+        let (mut a, mut b) = (nodes.clone(), nodes);
+        quicksort(&mut a);
+        if !b.is_empty() {
+            let hi = b.len() as isize - 1;
+            reference_sort(&mut b, 0, hi);
+        }
+        let ids = |v: &[Node]| v.iter().map(|n| n.weight).collect::<Vec<_>>();
+        prop_assert_eq!(ids(&a), ids(&b));
+    }
 
     #[test]
     fn quantiles_are_monotone_and_within_the_error(
