@@ -27,6 +27,7 @@ use crate::store::db::{Db, Store};
 pub mod args;
 pub mod bloom;
 pub mod client;
+pub mod cms;
 pub mod config;
 pub mod cuckoo;
 pub mod debug;
@@ -157,6 +158,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     bloom::COMMANDS,
     cuckoo::COMMANDS,
     tdigest::COMMANDS,
+    cms::COMMANDS,
     persistence::COMMANDS,
 ];
 

@@ -123,6 +123,17 @@ impl Db {
         self.touch(key);
     }
 
+    /// Bumps the WATCH version of `key` without counting a change for the save points: a module
+    /// command that opened the key for writing and then failed (RedisBloom's CMS/TopK writes) makes
+    /// a watching EXEC abort, but Redis's `dirty` only moves when the command replicates.
+    pub fn signal_watchers(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            if let Some(w) = self.watched.get_mut(key) {
+                w.version += 1;
+            }
+        }
+    }
+
     /// Read lookup: the value, unless absent or expired.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Value> {
         self.expire_if_due(key);

@@ -1,6 +1,7 @@
 //! The keyspace and the data structures (floor 6). Pure Rust: no sockets, no RESP, no files.
 //! Imports only `numeric` from the bottom floor.
 pub mod bloom;
+pub mod cms;
 pub mod cuckoo;
 pub mod db;
 pub mod hll;

@@ -15,6 +15,8 @@ pub enum Value {
     Cuckoo(Box<super::cuckoo::CuckooFilter>),
     /// A RedisBloom t-digest (module type `TDIS-TYPE`).
     TDigest(Box<super::tdigest::TDigest>),
+    /// A RedisBloom count-min sketch (module type `CMSk-TYPE`).
+    Cms(Box<super::cms::CountMinSketch>),
 }
 
 impl Value {
@@ -25,6 +27,7 @@ impl Value {
             Value::Bloom(_) => "MBbloom--",
             Value::Cuckoo(_) => "MBbloomCF",
             Value::TDigest(_) => "TDIS-TYPE",
+            Value::Cms(_) => "CMSk-TYPE",
         }
     }
 
@@ -44,6 +47,7 @@ impl Value {
             // Redis reports module values as "raw".
             Value::Cuckoo(_) => "raw",
             Value::TDigest(_) => "raw",
+            Value::Cms(_) => "raw",
         }
     }
 
@@ -65,6 +69,8 @@ impl Value {
             Value::Cuckoo(cf) => cf.memory_usage() as usize,
             // RedisBloom's current-line figure, 80 + 16 × cap (tdigest.md §8).
             Value::TDigest(td) => td.memory_usage() as usize,
+            // The current line's figure (cms.md §10), with the same +6 as the filters above.
+            Value::Cms(s) => s.memory_usage().saturating_add(6) as usize,
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod module;
 pub mod reader;
+pub mod sketches;
 pub mod writer;
 
 pub use reader::{LoadOptions, LoadStats, RdbReader};

@@ -65,6 +65,11 @@ pub fn read_value<R: Read>(
             r.module_eof()?;
             Ok(Some(Value::TDigest(Box::new(td))))
         }
+        sketches::CMS_TYPE => {
+            let s = sketches::read_cms(r, encver)?;
+            r.module_eof()?;
+            Ok(Some(Value::Cms(Box::new(s))))
+        }
         _ => {
             r.skip_module_stream()?;
             skipped.push(format!(
@@ -83,6 +88,7 @@ pub fn write_value<W: Write>(w: &mut RdbWriter<W>, value: &Value) -> std::io::Re
         Value::Bloom(b) => write_bloom(w, b),
         Value::Cuckoo(f) => write_cuckoo(w, f),
         Value::TDigest(td) => write_tdigest(w, td),
+        Value::Cms(s) => sketches::write_cms(w, s),
     }
 }
 

@@ -543,6 +543,7 @@ pub fn value_type(value: &Value) -> u8 {
     match value {
         Value::Str(_) => TYPE_STRING,
         Value::Bloom(_) | Value::Cuckoo(_) | Value::TDigest(_) => TYPE_MODULE_2,
+        Value::Cms(_) => TYPE_MODULE_2,
     }
 }
 

@@ -1,0 +1,453 @@
+//! Count-min sketches, cell for cell the same as RedisBloom's `CMSk-TYPE`.
+//!
+//! # The idea
+//!
+//! A count-min sketch (Cormode and Muthukrishnan, "An improved data stream summary: the count-min
+//! sketch and its applications", J. Algorithms 2005) estimates how often each item of a stream
+//! occurred, in a fixed `width × depth` grid of counters. Every row has its own hash function; an
+//! increment adds to one counter per row, and a query answers the **minimum** of the item's `depth`
+//! counters. Collisions only ever add, so the estimate never falls below the true count; with
+//! `width = ⌈2/ε⌉` and `depth = ⌈log₀.₅ δ⌉` it exceeds it by more than `ε·N` (N = the total of all
+//! increments) with probability at most `δ`.
+//!
+//! ```text
+//!   item x ──MurmurHash2(x, seed r) mod width──▶ column c(x, r)
+//!
+//!             col 0   col 1   col 2   ...  col w−1
+//!   row 0   [   0   |   2   |   7   | ... |   0   ]     cell number r·width + c
+//!   row 1   [   9   |   0   |   0   | ... |   0   ]
+//!   ...                                                 estimate(x) = min over rows
+//! ```
+//!
+//! # Hashing (cms.md §6)
+//!
+//! Row `r` uses the classic 32-bit MurmurHash2 with seed `r` (truncated to 32 bits), column
+//! `hash mod width`. Worked values: `foo` lands in cells 13, 26, 56, 65, 87 of a 20 × 5 sketch.
+//!
+//! # Counters (cms.md §8)
+//!
+//! Counters are u32 and **saturate** at 4294967295 (`cell = min(cell + v, 2³²−1)`, computed without
+//! wrap-around for any `0 ≤ v < 2⁶³`). The total `count` is u64 and wraps modulo 2⁶⁴; `CMS.INFO`
+//! prints it as a signed integer. An increment's reply is the item's estimate right after its own
+//! update; the command layer turns an estimate of exactly 2³²−1 into RedisBloom's element error.
+//!
+//! # Dimensions from probabilities (cms.md §7)
+//!
+//! `width = ceil(2 / error)` in double precision; `depth = ceil(log10f(f32(p)) / log10f(0.5))` in
+//! **single** precision (the quotient of two `f32` logarithms). Both are converted to u64 the way
+//! GCC's x86-64 code does it ([`f64_to_u64_like_c`]), because the two out-of-range outcomes decide
+//! between two different error texts.
+//!
+//! # Merging (cms.md §9)
+//!
+//! `dest[j] = Σ wᵢ·Sᵢ[j]` for signed 64-bit weights. Every product and every partial sum (in source
+//! order) must stay within i64 and each final cell within `[0, 2³²−1]`; the total `Σ wᵢ·countᵢ`
+//! (counts read unsigned) must keep its products and partial sums within i64 and end ≥ 0. Any failure
+//! and nothing is written: [`CountMinSketch::merge`] builds the result in a new sketch first, so a
+//! destination that is also a source reads its old cells.
+//!
+//! # Storage and snapshots
+//!
+//! The counters are kept little-endian in pages of [`PAGE_BYTES`] (16 384 counters), each an
+//! `Option<Arc<[u8]>>`: `None` reads as zeros and is allocated on the first increment into it, and a
+//! snapshot clone copies the page table only (a write after it copies one page). The bytes of the
+//! pages, in order, are exactly the RDB counters string.
+//!
+//! # RDB (`CMSk-TYPE`, encoding version 0; cms.md §11)
+//!
+//! ```text
+//! UINT width   UINT depth   UINT count   STRING counters (width·depth·4 bytes, u32 LE, row-major)   EOF
+//! ```
+//!
+//! [`CountMinSketch::from_raw_parts`] rejects width or depth 0 and a counters string whose length
+//! is not `4·width·depth`, computed **with overflow checks** (RedisBloom computes it modulo 2⁶⁴ and
+//! so accepts `width = 2⁶²` with an empty string: CVE-2026-62356). The count is not checked.
+//!
+//! # Memory safety
+//!
+//! `4·width·depth` is computed with checked arithmetic and compared with the allocation ceiling
+//! (physical memory) before the page table is allocated; the page table itself is reserved
+//! fallibly. `CMS.INITBYDIM k 1000000 1000000` is an error, never an abort.
+
+use std::sync::Arc;
+
+use super::bloom::alloc_ceiling;
+use super::murmur::murmur2_32;
+
+/// Bytes per counter page (a multiple of 4).
+pub const PAGE_BYTES: usize = 64 * 1024;
+const PAGE_SHIFT: u32 = 16;
+/// Counters per page.
+const PAGE_CELLS: u64 = (PAGE_BYTES / 4) as u64;
+
+/// The saturated counter value; an estimate equal to it is reported as `INCRBY overflow`.
+pub const CELL_MAX: u32 = u32::MAX;
+
+/// Why a sketch could not be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateError {
+    /// A dimension below 1 or `width × depth > 2⁶³ − 1`: `CMS: invalid init arguments`.
+    Invalid,
+    /// The counters cannot be held: `CMS: Insufficient memory to create the key`.
+    OutOfMemory,
+}
+
+/// Why a merge was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeError {
+    /// A source's dimensions differ from the destination's.
+    Dimensions,
+    /// A product, partial sum or result out of range (§9): `CMS: MERGE overflow`.
+    Overflow,
+    /// The result could not be allocated.
+    OutOfMemory,
+}
+
+/// Why an RDB value was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawPartsError {
+    ZeroDimension,
+    /// `4·width·depth` overflows or exceeds the allocation ceiling.
+    TooLarge,
+    /// The counters string's length is not `4·width·depth`.
+    Length { got: u64, want: u64 },
+}
+
+impl std::fmt::Display for RawPartsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RawPartsError::ZeroDimension => f.write_str("width or depth is 0"),
+            RawPartsError::TooLarge => f.write_str("counters too large"),
+            RawPartsError::Length { got, want } => {
+                write!(f, "counters string is {got} bytes, expected {want}")
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dimensions
+// ---------------------------------------------------------------------------------------------
+
+/// C's conversion of a non-negative double to `size_t` as GCC compiles it for x86-64 (cms.md §7):
+/// truncation below 2⁶⁴ (values from 2⁶³ up read as negative when taken as signed), and 0 from 2⁶⁴
+/// on and for +∞ (the "integer indefinite" value minus 2⁶³).
+pub fn f64_to_u64_like_c(v: f64) -> u64 {
+    const TWO_64: f64 = 18446744073709551616.0;
+    if v >= TWO_64 || v.is_nan() {
+        0
+    } else {
+        // In range (and truncating) for 0 ≤ v < 2⁶⁴; negative inputs cannot occur here.
+        v as u64
+    }
+}
+
+/// `(width, depth)` for `CMS.INITBYPROB error probability` (cms.md §7), before validation.
+pub fn dims_for_error(error: f64, probability: f64) -> (u64, u64) {
+    let width = f64_to_u64_like_c((2.0 / error).ceil());
+    // Single precision throughout, then ceil (in double, which changes nothing for an f32 value).
+    let q: f32 = (probability as f32).log10() / 0.5f32.log10();
+    let depth = f64_to_u64_like_c((q as f64).ceil());
+    (width, depth)
+}
+
+/// RedisBloom's dimension check: both ≥ 1 read as signed, and `width ≤ (2⁶³−1) / depth`.
+pub fn dims_valid(width: u64, depth: u64) -> bool {
+    let (w, d) = (width as i64, depth as i64);
+    w >= 1 && d >= 1 && w <= i64::MAX / d
+}
+
+/// `4·width·depth` if it fits in u64.
+fn counters_len(width: u64, depth: u64) -> Option<u64> {
+    width.checked_mul(depth)?.checked_mul(4)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counter pages
+// ---------------------------------------------------------------------------------------------
+
+/// The counters, little-endian, in copy-on-write pages (see the essay).
+#[derive(Clone)]
+struct Cells {
+    pages: Vec<Option<Arc<[u8]>>>,
+    /// Bytes: 4 × cells.
+    len: u64,
+}
+
+impl std::fmt::Debug for Cells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cells")
+            .field("len", &self.len)
+            .field("allocated", &self.pages.iter().flatten().count())
+            .finish()
+    }
+}
+
+impl PartialEq for Cells {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && (0..self.pages.len()).all(|p| self.page(p) == other.page(p))
+    }
+}
+
+static ZERO_PAGE: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
+
+impl Cells {
+    fn zeroed(len: u64) -> Result<Cells, CreateError> {
+        if len > alloc_ceiling() {
+            return Err(CreateError::OutOfMemory);
+        }
+        let npages = usize::try_from(len.div_ceil(PAGE_BYTES as u64))
+            .map_err(|_| CreateError::OutOfMemory)?;
+        let mut pages = Vec::new();
+        pages
+            .try_reserve_exact(npages)
+            .map_err(|_| CreateError::OutOfMemory)?;
+        pages.resize(npages, None);
+        Ok(Cells { pages, len })
+    }
+
+    fn page_len(&self, p: usize) -> usize {
+        (self.len - ((p as u64) << PAGE_SHIFT)).min(PAGE_BYTES as u64) as usize
+    }
+
+    /// Page `p`'s bytes (zeros for an unallocated page).
+    fn page(&self, p: usize) -> &[u8] {
+        match &self.pages[p] {
+            Some(page) => page,
+            None => &ZERO_PAGE[..self.page_len(p)],
+        }
+    }
+
+    #[inline]
+    fn get(&self, cell: u64) -> u32 {
+        let p = (cell / PAGE_CELLS) as usize;
+        match &self.pages[p] {
+            None => 0,
+            Some(page) => {
+                let at = ((cell % PAGE_CELLS) * 4) as usize;
+                u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
+            }
+        }
+    }
+
+    /// The page holding `cell`, allocated (or unshared from a snapshot) for writing.
+    #[inline]
+    fn page_mut(&mut self, p: usize) -> &mut [u8] {
+        if self.pages[p].is_none() {
+            let n = self.page_len(p);
+            self.pages[p] = Some(std::iter::repeat_n(0u8, n).collect());
+        }
+        let slot = self.pages[p].as_mut().expect("allocated above");
+        if Arc::get_mut(slot).is_none() {
+            *slot = Arc::from(&slot[..]);
+        }
+        Arc::get_mut(slot).expect("unshared above")
+    }
+
+    /// Saturating add; returns the new value.
+    #[inline]
+    fn add(&mut self, cell: u64, v: u64) -> u32 {
+        let old = self.get(cell);
+        if v == 0 {
+            return old;
+        }
+        let new = (old as u64).saturating_add(v).min(CELL_MAX as u64) as u32;
+        if new != old {
+            let page = self.page_mut((cell / PAGE_CELLS) as usize);
+            let at = ((cell % PAGE_CELLS) * 4) as usize;
+            page[at..at + 4].copy_from_slice(&new.to_le_bytes());
+        }
+        new
+    }
+
+    fn from_bytes(data: &[u8]) -> Result<Cells, CreateError> {
+        let mut cells = Cells::zeroed(data.len() as u64)?;
+        for (p, chunk) in data.chunks(PAGE_BYTES).enumerate() {
+            if chunk.iter().any(|&b| b != 0) {
+                cells.pages[p] = Some(Arc::from(chunk));
+            }
+        }
+        Ok(cells)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sketch
+// ---------------------------------------------------------------------------------------------
+
+/// A count-min sketch (see the module essay).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountMinSketch {
+    width: u64,
+    depth: u64,
+    count: u64,
+    cells: Cells,
+}
+
+impl CountMinSketch {
+    /// An all-zero sketch. The caller has applied [`dims_valid`]; this checks the memory.
+    pub fn new(width: u64, depth: u64) -> Result<CountMinSketch, CreateError> {
+        if width == 0 || depth == 0 {
+            return Err(CreateError::Invalid);
+        }
+        let len = counters_len(width, depth).ok_or(CreateError::OutOfMemory)?;
+        Ok(CountMinSketch {
+            width,
+            depth,
+            count: 0,
+            cells: Cells::zeroed(len)?,
+        })
+    }
+
+    /// Rebuilds a sketch from its RDB fields, validating every field against the others first.
+    pub fn from_raw_parts(
+        width: u64,
+        depth: u64,
+        count: u64,
+        counters: &[u8],
+    ) -> Result<CountMinSketch, RawPartsError> {
+        if width == 0 || depth == 0 {
+            return Err(RawPartsError::ZeroDimension);
+        }
+        let want = counters_len(width, depth).ok_or(RawPartsError::TooLarge)?;
+        if counters.len() as u64 != want {
+            return Err(RawPartsError::Length {
+                got: counters.len() as u64,
+                want,
+            });
+        }
+        let cells = Cells::from_bytes(counters).map_err(|_| RawPartsError::TooLarge)?;
+        Ok(CountMinSketch {
+            width,
+            depth,
+            count,
+            cells,
+        })
+    }
+
+    pub fn width(&self) -> u64 {
+        self.width
+    }
+
+    pub fn depth(&self) -> u64 {
+        self.depth
+    }
+
+    /// The total of all increments, modulo 2⁶⁴ (or the merged total).
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The counter number of `item` in row `r`.
+    #[inline]
+    fn cell(&self, item: &[u8], r: u64) -> u64 {
+        r * self.width + (murmur2_32(item, r as u32) as u64) % self.width
+    }
+
+    /// Adds `v` to the item's counter in every row (saturating) and to the total (wrapping);
+    /// returns the item's estimate after the update.
+    pub fn incr_by(&mut self, item: &[u8], v: u64) -> u32 {
+        let mut min = CELL_MAX;
+        for r in 0..self.depth {
+            let c = self.cell(item, r);
+            min = min.min(self.cells.add(c, v));
+        }
+        self.count = self.count.wrapping_add(v);
+        min
+    }
+
+    /// The item's estimate: the minimum of its counters.
+    pub fn query(&self, item: &[u8]) -> u32 {
+        (0..self.depth)
+            .map(|r| self.cells.get(self.cell(item, r)))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The counter number `i` (row-major), for tests and diagnostics.
+    pub fn cell_value(&self, i: u64) -> u32 {
+        self.cells.get(i)
+    }
+
+    /// The weighted sum of `sources` (each `(sketch, weight)`), with `width × depth` dimensions and
+    /// every check of the module essay; nothing is changed on error. The caller replaces the
+    /// destination with the result.
+    pub fn merge(
+        width: u64,
+        depth: u64,
+        sources: &[(&CountMinSketch, i64)],
+    ) -> Result<CountMinSketch, MergeError> {
+        if sources
+            .iter()
+            .any(|(s, _)| s.width != width || s.depth != depth)
+        {
+            return Err(MergeError::Dimensions);
+        }
+        // The total first: cheap, and it fails fast for wrapped counts.
+        let mut total: i64 = 0;
+        for (s, w) in sources {
+            let p = i64::try_from(s.count as i128 * *w as i128).map_err(|_| MergeError::Overflow)?;
+            total = total.checked_add(p).ok_or(MergeError::Overflow)?;
+        }
+        if total < 0 {
+            return Err(MergeError::Overflow);
+        }
+        let mut out = CountMinSketch::new(width, depth).map_err(|_| MergeError::OutOfMemory)?;
+        let mut sums: Vec<i64> = Vec::new();
+        for p in 0..out.cells.pages.len() {
+            let n = out.cells.page_len(p) / 4;
+            sums.clear();
+            sums.resize(n, 0);
+            let mut any = false;
+            for (s, w) in sources {
+                // An unallocated page adds only zeros: no product, no change to a partial sum.
+                let Some(page) = &s.cells.pages[p] else {
+                    continue;
+                };
+                if *w == 0 {
+                    continue;
+                }
+                for (sum, b) in sums.iter_mut().zip(page.chunks_exact(4)) {
+                    let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
+                    let prod = v.checked_mul(*w).ok_or(MergeError::Overflow)?;
+                    *sum = sum.checked_add(prod).ok_or(MergeError::Overflow)?;
+                }
+                any = true;
+            }
+            if !any {
+                continue;
+            }
+            let mut bytes: Vec<u8> = Vec::new();
+            bytes
+                .try_reserve_exact(n * 4)
+                .map_err(|_| MergeError::OutOfMemory)?;
+            for &sum in &sums {
+                let v = u32::try_from(sum).map_err(|_| MergeError::Overflow)?;
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            if bytes.iter().any(|&b| b != 0) {
+                out.cells.pages[p] = Some(Arc::from(bytes));
+            }
+        }
+        out.count = total as u64;
+        Ok(out)
+    }
+
+    /// The counters as the RDB string's pages, in order (their lengths add up to `4·width·depth`).
+    pub fn counter_pages(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.cells.pages.len()).map(|p| self.cells.page(p))
+    }
+
+    /// Length of the RDB counters string.
+    pub fn counters_len(&self) -> u64 {
+        self.cells.len
+    }
+
+    /// `MEMORY USAGE`'s type figure in RedisBloom's current line: the C struct and the counters.
+    pub fn memory_usage(&self) -> u64 {
+        32 + 4 * self.width * self.depth
+    }
+}
+
+#[cfg(test)]
+mod tests;
