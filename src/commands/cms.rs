@@ -96,8 +96,13 @@ fn existing_mut<'a>(db: &'a mut Db, key: &[u8]) -> Result<&'a mut CountMinSketch
 }
 
 /// Runs a write command body; when it fails, the key it opened for writing is still signalled to
-/// WATCH, as RedisBloom's `RedisModule_OpenKey(.., WRITE)` and its close do (cms.md §12).
-fn writing(ctx: &mut Ctx, key: &[u8], body: impl FnOnce(&mut Db) -> CmdResult) -> CmdResult {
+/// WATCH, as RedisBloom's `RedisModule_OpenKey(.., WRITE)` and its close do (cms.md §12,
+/// topk.md §13; the TOPK write commands use it too).
+pub(super) fn writing(
+    ctx: &mut Ctx,
+    key: &[u8],
+    body: impl FnOnce(&mut Db) -> CmdResult,
+) -> CmdResult {
     let db = ctx.db();
     let result = body(db);
     if result.is_err() {

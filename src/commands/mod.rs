@@ -40,6 +40,7 @@ pub mod persistence;
 pub mod server;
 pub mod strings;
 pub mod tdigest;
+pub mod topk;
 pub mod transactions;
 
 pub use args::Args;
@@ -159,6 +160,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cuckoo::COMMANDS,
     tdigest::COMMANDS,
     cms::COMMANDS,
+    topk::COMMANDS,
     persistence::COMMANDS,
 ];
 

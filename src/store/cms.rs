@@ -110,7 +110,10 @@ pub enum RawPartsError {
     /// `4·width·depth` overflows or exceeds the allocation ceiling.
     TooLarge,
     /// The counters string's length is not `4·width·depth`.
-    Length { got: u64, want: u64 },
+    Length {
+        got: u64,
+        want: u64,
+    },
 }
 
 impl std::fmt::Display for RawPartsError {
@@ -386,7 +389,8 @@ impl CountMinSketch {
         // The total first: cheap, and it fails fast for wrapped counts.
         let mut total: i64 = 0;
         for (s, w) in sources {
-            let p = i64::try_from(s.count as i128 * *w as i128).map_err(|_| MergeError::Overflow)?;
+            let p =
+                i64::try_from(s.count as i128 * *w as i128).map_err(|_| MergeError::Overflow)?;
             total = total.checked_add(p).ok_or(MergeError::Overflow)?;
         }
         if total < 0 {

@@ -8,6 +8,7 @@ pub mod hll;
 pub mod murmur;
 pub mod pages;
 pub mod tdigest;
+pub mod topk;
 pub mod value;
 
 pub use db::{Db, Store};

@@ -17,6 +17,8 @@ pub enum Value {
     TDigest(Box<super::tdigest::TDigest>),
     /// A RedisBloom count-min sketch (module type `CMSk-TYPE`).
     Cms(Box<super::cms::CountMinSketch>),
+    /// A RedisBloom Top-K sketch (module type `TopK-TYPE`).
+    TopK(Box<super::topk::TopK>),
 }
 
 impl Value {
@@ -28,6 +30,7 @@ impl Value {
             Value::Cuckoo(_) => "MBbloomCF",
             Value::TDigest(_) => "TDIS-TYPE",
             Value::Cms(_) => "CMSk-TYPE",
+            Value::TopK(_) => "TopK-TYPE",
         }
     }
 
@@ -48,6 +51,7 @@ impl Value {
             Value::Cuckoo(_) => "raw",
             Value::TDigest(_) => "raw",
             Value::Cms(_) => "raw",
+            Value::TopK(_) => "raw",
         }
     }
 
@@ -71,6 +75,8 @@ impl Value {
             Value::TDigest(td) => td.memory_usage() as usize,
             // The current line's figure (cms.md §10), with the same +6 as the filters above.
             Value::Cms(s) => s.memory_usage().saturating_add(6) as usize,
+            // topk.md §11, the same in both lines.
+            Value::TopK(t) => t.memory_usage().saturating_add(6) as usize,
         }
     }
 

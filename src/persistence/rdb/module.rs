@@ -70,6 +70,11 @@ pub fn read_value<R: Read>(
             r.module_eof()?;
             Ok(Some(Value::Cms(Box::new(s))))
         }
+        sketches::TOPK_TYPE => {
+            let t = sketches::read_topk(r, encver)?;
+            r.module_eof()?;
+            Ok(Some(Value::TopK(Box::new(t))))
+        }
         _ => {
             r.skip_module_stream()?;
             skipped.push(format!(
@@ -89,6 +94,7 @@ pub fn write_value<W: Write>(w: &mut RdbWriter<W>, value: &Value) -> std::io::Re
         Value::Cuckoo(f) => write_cuckoo(w, f),
         Value::TDigest(td) => write_tdigest(w, td),
         Value::Cms(s) => sketches::write_cms(w, s),
+        Value::TopK(t) => sketches::write_topk(w, t),
     }
 }
 

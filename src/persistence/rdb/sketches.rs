@@ -19,8 +19,10 @@ use super::reader::RdbReader;
 use super::writer::RdbWriter;
 use super::*;
 use crate::store::cms::CountMinSketch;
+use crate::store::topk::TopK;
 
 pub const CMS_TYPE: &str = "CMSk-TYPE";
+pub const TOPK_TYPE: &str = "TopK-TYPE";
 /// The encoding version RedisBloom writes (and the newest it reads) for both sketch types.
 pub const SKETCH_ENCVER: u16 = 0;
 
@@ -64,6 +66,57 @@ pub fn write_cms<W: Write>(w: &mut RdbWriter<W>, s: &CountMinSketch) -> std::io:
     w.module_eof()
 }
 
+// ---------------------------------------------------------------------------------------------
+// TopK-TYPE
+// ---------------------------------------------------------------------------------------------
+
+/// The `TopK-TYPE` fields after the module id (without the EOF opcode).
+pub fn read_topk<R: Read>(r: &mut RdbReader<R>, encver: u16) -> Result<TopK, RdbError> {
+    let at = r.offset();
+    check_encver(r, TOPK_TYPE, encver)?;
+    let k = r.module_uint("k")?;
+    let width = r.module_uint("width")?;
+    let depth = r.module_uint("depth")?;
+    let decay = r.module_double("decay")?;
+    let bad = |what: String| RdbError::corrupt(format!("bad {TOPK_TYPE} value: {what}"), at);
+    let dim = |v: u64| (1..=u32::MAX as u64).contains(&v);
+    if !(dim(k) && dim(width) && dim(depth)) {
+        return Err(bad(format!("k {k}, width {width}, depth {depth}")));
+    }
+    let buckets = r.module_string("buckets")?;
+    let heap = r.module_string("heap")?;
+    // Each item string takes at least 3 bytes of input: refuse a k the data cannot hold before
+    // reserving the table of item strings.
+    if k > r.remaining() / 3 {
+        return Err(bad(format!("{k} item strings cannot fit in the data left")));
+    }
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    items
+        .try_reserve_exact(k as usize)
+        .map_err(|_| bad("cannot allocate the item table".into()))?;
+    for _ in 0..k {
+        items.push(r.module_string("heap item")?);
+    }
+    TopK::from_raw_parts(k, width, depth, decay, &buckets, &heap, &items)
+        .map_err(|e| bad(e.to_string()))
+}
+
+/// Module id, fields and EOF of a `TopK-TYPE` value (zero pointers and padding in the heap).
+pub fn write_topk<W: Write>(w: &mut RdbWriter<W>, t: &TopK) -> std::io::Result<()> {
+    let id = module_id(TOPK_TYPE, SKETCH_ENCVER).unwrap_or_default();
+    w.len(id)?;
+    w.module_uint(t.k() as u64)?;
+    w.module_uint(t.width() as u64)?;
+    w.module_uint(t.depth() as u64)?;
+    w.module_double(t.decay())?;
+    w.module_string(&t.buckets_bytes())?;
+    w.module_string(&t.heap_bytes())?;
+    for i in 0..t.heap().len() {
+        w.module_string(&t.item_string(i))?;
+    }
+    w.module_eof()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,10 +142,8 @@ mod tests {
     #[test]
     fn cms_spec_value_round_trips() {
         // cms.md §11: CMS.INITBYDIM c 3 2; CMS.INCRBY c foo 7 bar 2 (after the type byte).
-        let bytes = hex(
-            "8108c4a4f9360f1000 0203 0202 0209
-             0518 00000000 02000000 07000000 09000000 00000000 00000000 00",
-        );
+        let bytes = hex("8108c4a4f9360f1000 0203 0202 0209
+             0518 00000000 02000000 07000000 09000000 00000000 00000000 00");
         let s = read_cms_value(&bytes).unwrap();
         assert_eq!((s.width(), s.depth(), s.count()), (3, 2, 9));
         assert_eq!(s.query(b"foo"), 7);

@@ -544,6 +544,7 @@ pub fn value_type(value: &Value) -> u8 {
         Value::Str(_) => TYPE_STRING,
         Value::Bloom(_) | Value::Cuckoo(_) | Value::TDigest(_) => TYPE_MODULE_2,
         Value::Cms(_) => TYPE_MODULE_2,
+        Value::TopK(_) => TYPE_MODULE_2,
     }
 }
 

@@ -75,7 +75,13 @@ fn dims_from_probabilities() {
     assert_eq!(dims_for_error(0.001, 0.01), (2000, 7));
     assert_eq!(dims_for_error(0.01, 0.01), (200, 7));
     assert_eq!(dims_for_error(0.1, 0.1), (20, 4));
-    for (e, w) in [(0.3, 7), (0.7, 3), (0.123, 17), (0.125, 16), (0.6666666666666666, 3)] {
+    for (e, w) in [
+        (0.3, 7),
+        (0.7, 3),
+        (0.123, 17),
+        (0.125, 16),
+        (0.6666666666666666, 3),
+    ] {
         assert_eq!(dims_for_error(e, 0.5).0, w, "error {e}");
     }
     for (p, d) in [
