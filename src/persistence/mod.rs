@@ -328,6 +328,36 @@ mod tests {
                     }
                     Value::Cuckoo(Box::new(f))
                 }),
+            (
+                1u64..40,
+                1u64..5,
+                prop::collection::vec((any::<u8>(), 0u64..5_000_000_000), 0..40)
+            )
+                .prop_map(|(w, d, incrs)| {
+                    let mut s = crate::store::cms::CountMinSketch::new(w, d).unwrap();
+                    for (i, v) in incrs {
+                        s.incr_by(&[i], v);
+                    }
+                    Value::Cms(Box::new(s))
+                }),
+            (
+                1u32..6,
+                1u32..20,
+                1u32..4,
+                prop::collection::vec((prop::collection::vec(any::<u8>(), 0..6), 0u32..50), 0..40)
+            )
+                .prop_map(|(k, w, d, incrs)| {
+                    let mut t = crate::store::topk::TopK::new(k, w, d, 1.0).unwrap();
+                    for (item, n) in incrs {
+                        // Items with NUL and the empty item do not survive a save (topk.md
+                        // §12.3); cut them as C does and skip the empty one.
+                        let item = crate::store::topk::c_string(&item);
+                        if !item.is_empty() {
+                            t.insert(item, n);
+                        }
+                    }
+                    Value::TopK(Box::new(t))
+                }),
         ]
     }
 

@@ -182,7 +182,7 @@ impl Rng {
 }
 
 /// A Top-K sketch (see the module essay).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct TopK {
     k: u32,
     width: u32,
@@ -192,6 +192,20 @@ pub struct TopK {
     heap: Vec<Slot>,
     table: Box<[f64; TABLE_LEN]>,
     rng: Rng,
+}
+
+/// Everything but the decay table (256 numbers derived from `decay`).
+impl std::fmt::Debug for TopK {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopK")
+            .field("k", &self.k)
+            .field("width", &self.width)
+            .field("depth", &self.depth)
+            .field("decay", &self.decay)
+            .field("buckets", &self.buckets)
+            .field("heap", &self.heap)
+            .finish()
+    }
 }
 
 /// Item bytes as RedisBloom sends them: a C string, cut at the first NUL.
@@ -484,7 +498,7 @@ impl TopK {
     /// count of 0.
     pub fn list(&self) -> Vec<&Slot> {
         let mut slots: Vec<&Slot> = self.heap.iter().collect();
-        slots.sort_by(|a, b| b.count.cmp(&a.count));
+        slots.sort_by_key(|s| std::cmp::Reverse(s.count));
         let end = slots
             .iter()
             .position(|s| s.count == 0)
