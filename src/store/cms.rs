@@ -73,10 +73,13 @@ use std::sync::Arc;
 
 use super::bloom::alloc_ceiling;
 use super::murmur::murmur2_32;
+use super::pages::{Page, ZEROS};
 
 /// Bytes per counter page (a multiple of 4).
 pub const PAGE_BYTES: usize = 64 * 1024;
 const PAGE_SHIFT: u32 = 16;
+// A never-written page is a slice of the shared zeros.
+const _: () = assert!(PAGE_BYTES <= super::pages::ZEROS_LEN && PAGE_BYTES == 1 << PAGE_SHIFT);
 /// Counters per page.
 const PAGE_CELLS: u64 = (PAGE_BYTES / 4) as u64;
 
@@ -192,8 +195,6 @@ impl PartialEq for Cells {
     }
 }
 
-static ZERO_PAGE: [u8; PAGE_BYTES] = [0; PAGE_BYTES];
-
 impl Cells {
     fn zeroed(len: u64) -> Result<Cells, CreateError> {
         if len > alloc_ceiling() {
@@ -217,7 +218,7 @@ impl Cells {
     fn page(&self, p: usize) -> &[u8] {
         match &self.pages[p] {
             Some(page) => page,
-            None => &ZERO_PAGE[..self.page_len(p)],
+            None => &ZEROS[..self.page_len(p)],
         }
     }
 
@@ -437,9 +438,17 @@ impl CountMinSketch {
         Ok(out)
     }
 
-    /// The counters as the RDB string's pages, in order (their lengths add up to `4·width·depth`).
-    pub fn counter_pages(&self) -> impl Iterator<Item = &[u8]> {
-        (0..self.cells.pages.len()).map(|p| self.cells.page(p))
+    /// The counters as the RDB string's pages, in order (their lengths add up to `4·width·depth`);
+    /// never-written pages as [`Page::Zeros`].
+    pub fn counter_pages(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
+        self.cells
+            .pages
+            .iter()
+            .enumerate()
+            .map(move |(p, page)| match page {
+                Some(page) => Page::Bytes(&page[..]),
+                None => Page::Zeros(self.cells.page_len(p)),
+            })
     }
 
     /// Length of the RDB counters string.

@@ -62,7 +62,7 @@ pub fn write_cms<W: Write>(w: &mut RdbWriter<W>, s: &CountMinSketch) -> std::io:
     w.module_uint(s.width())?;
     w.module_uint(s.depth())?;
     w.module_uint(s.count())?;
-    w.module_string_pages(s.counters_len(), s.counter_pages())?;
+    w.module_string_paged(s.counters_len(), s.counter_pages())?;
     w.module_eof()
 }
 

@@ -33,7 +33,7 @@ fn dump_example_counters() {
     let mut s = CountMinSketch::new(3, 2).unwrap();
     s.incr_by(b"foo", 7);
     s.incr_by(b"bar", 2);
-    let bytes: Vec<u8> = s.counter_pages().flatten().copied().collect();
+    let bytes: Vec<u8> = s.counter_pages().flat_map(|p| p.bytes().to_vec()).collect();
     let want: Vec<u8> = [0u32, 2, 7, 9, 0, 0]
         .iter()
         .flat_map(|v| v.to_le_bytes())
