@@ -87,6 +87,9 @@ pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
 pub const DEBUG_NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 /// RENAME/COPY/... where source and destination coincide (MOVE, COPY).
 pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+/// Any command but (P|S)(UN)SUBSCRIBE, PING, QUIT and RESET from a RESP2 client with a
+/// subscription (`processCommand`); `{}` is the command's full name (`client|list`).
+pub const SUBSCRIBER_CONTEXT: &str = "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
 /// A background save is already running.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
 
@@ -156,6 +159,11 @@ impl CmdError {
     /// The arity error for a command or `container|sub`.
     pub fn arity(name: &str) -> CmdError {
         CmdError::WrongArity(name.to_ascii_lowercase())
+    }
+
+    /// The RESP2 subscriber-context refusal for the command registered as `name`.
+    pub fn subscriber_context(name: &str) -> CmdError {
+        CmdError::Owned(SUBSCRIBER_CONTEXT.replacen("{}", name, 1))
     }
 
     pub fn unknown_subcommand(sub: &[u8], container: &str) -> CmdError {

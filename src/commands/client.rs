@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::CmdResult;
 use super::{cmd, flags::*, table, Action, Args, CommandSpec, Ctx};
+use crate::engine::pubsub::Kind;
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 
@@ -112,17 +113,30 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
             .map(|s| s.name.to_string())
             .unwrap_or_default()
     };
-    let _ = ctx;
+    // Redis's order: P (pub/sub), then x (MULTI); N when none applies.
+    let mut flags = String::new();
+    if ctx.pubsub.is_subscriber(h.id) {
+        flags.push('P');
+    }
+    if h.multi.load(Ordering::Relaxed) {
+        flags.push('x');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
         lock(&h.name),
         h.created.elapsed().as_secs(),
         idle,
-        if h.multi.load(Ordering::Relaxed) { "x" } else { "N" },
+        flags,
         h.db.load(Ordering::Relaxed),
+        ctx.pubsub.count(Kind::Channel, h.id),
+        ctx.pubsub.count(Kind::Pattern, h.id),
+        ctx.pubsub.count(Kind::Shard, h.id),
         if h.multi.load(Ordering::Relaxed) { 0 } else { -1 },
         cmd_name,
         h.proto.load(Ordering::Relaxed),

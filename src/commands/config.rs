@@ -26,7 +26,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for pattern in &argv[2..] {
         for d in crate::config::DIRECTIVES {
-            if super::glob::matches(pattern, d.name.as_bytes(), true)
+            if crate::glob::matches(pattern, d.name.as_bytes(), true)
                 && !pairs.iter().any(|(n, _)| n == d.name)
             {
                 pairs.push((d.name.to_string(), (d.get)(&config)));

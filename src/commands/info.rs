@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::CmdResult;
 use super::{table, Ctx};
+use crate::engine::pubsub::Kind;
 use crate::protocol::Reply;
 
 // ---------------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let s = &shared.stats;
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
                 s.net_input_bytes.load(Ordering::Relaxed),
@@ -156,6 +157,9 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 s.rejected_connections.load(Ordering::Relaxed),
                 s.expired_keys.load(Ordering::Relaxed)
                     + ctx.store.dbs.iter().map(|d| d.lazy_expired).sum::<u64>(),
+                ctx.pubsub.len(Kind::Channel),
+                ctx.pubsub.numpat(),
+                ctx.pubsub.len(Kind::Shard),
                 ctx.error_stats.values().sum::<u64>(),
             );
         }

@@ -142,7 +142,7 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         table()
             .all()
             .iter()
-            .filter(|s| pattern.is_none_or(|p| super::glob::matches(p, s.name.as_bytes(), true)))
+            .filter(|s| pattern.is_none_or(|p| crate::glob::matches(p, s.name.as_bytes(), true)))
             .map(|s| Reply::bulk_str(s.name))
             .collect(),
     ))

@@ -116,7 +116,7 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let out = db
         .keys()
-        .filter(|k| all || super::glob::matches(pattern, k, false))
+        .filter(|k| all || crate::glob::matches(pattern, k, false))
         .map(|k| Reply::Bulk(k.clone()))
         .collect();
     Ok(Reply::Array(out))
@@ -175,7 +175,7 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let (next, found) = db.scan(cursor, count.min(1 << 20) as usize);
     let keys = found
         .into_iter()
-        .filter(|k| pattern.is_none_or(|p| super::glob::matches(p, k, false)))
+        .filter(|k| pattern.is_none_or(|p| crate::glob::matches(p, k, false)))
         .filter(|k| match type_name {
             None => true,
             Some(t) => db

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use crate::engine::pubsub::PubSub;
 pub use crate::engine::{now_ms, CommandStat, Engine};
 use crate::engine::{ClientHandle, Shared};
 use crate::error::{self, CmdError};
@@ -31,12 +32,12 @@ pub mod cms;
 pub mod config;
 pub mod cuckoo;
 pub mod debug;
-pub mod glob;
 pub mod hll;
 pub mod info;
 pub mod introspection;
 pub mod keyspace;
 pub mod persistence;
+pub mod pubsub;
 pub mod server;
 pub mod strings;
 pub mod tdigest;
@@ -162,6 +163,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cms::COMMANDS,
     topk::COMMANDS,
     persistence::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.
@@ -262,6 +264,8 @@ pub struct ClientState {
     /// WATCHed keys: (db, key, version at WATCH, key was already expired at WATCH).
     pub watches: Vec<(usize, Bytes, u64, bool)>,
     pub action: Option<Action>,
+    /// EXEC is running this client's queued commands (Redis's DENY_BLOCKING while in MULTI).
+    pub in_exec: bool,
 }
 
 impl ClientState {
@@ -275,6 +279,7 @@ impl ClientState {
             multi_error: false,
             watches: Vec::new(),
             action: None,
+            in_exec: false,
         }
     }
 
@@ -291,6 +296,8 @@ impl ClientState {
 /// What a handler works with.
 pub struct Ctx<'a> {
     pub store: &'a mut Store,
+    /// Every client's subscriptions, and delivery to them.
+    pub pubsub: &'a mut PubSub,
     pub client: &'a mut ClientState,
     pub shared: &'a Shared,
     /// The time of this command, unix ms (Redis caches it per command).
@@ -372,6 +379,28 @@ fn dispatch_inner(
         }
         return Reply::Error(CmdError::Static(error::NOAUTH));
     }
+    // A RESP2 connection with a subscription only takes the pub/sub commands, PING, QUIT and
+    // RESET; the name in the error is the subcommand's when there is one, so a bad subcommand
+    // is reported first, as Redis resolves it at lookup.
+    if client.proto == 2
+        && !engine.pubsub.is_empty()
+        && engine.pubsub.is_subscriber(client.handle.id)
+        && !pubsub::allowed_in_subscriber_context(spec.name)
+    {
+        let name = if !spec.subcommands.is_empty() && argv.len() >= 2 {
+            match subcommand(spec, argv) {
+                Ok(sub) => sub.name,
+                Err(e) => return Reply::Error(e),
+            }
+        } else {
+            spec.name
+        };
+        engine.stats[index].rejected += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(CmdError::subscriber_context(name));
+    }
     if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
         // Container commands are checked for a known subcommand before queuing, as Redis does.
         if !spec.subcommands.is_empty() && argv.len() >= 2 {
@@ -430,6 +459,7 @@ pub fn run(
 ) -> Reply {
     let mut ctx = Ctx {
         store: &mut engine.store,
+        pubsub: &mut engine.pubsub,
         client,
         shared,
         now_ms,

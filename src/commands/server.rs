@@ -34,7 +34,7 @@ const fn container(
     }
 }
 
-fn no_direct_call(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+pub(super) fn no_direct_call(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Err(CmdError::unknown_command(argv))
 }
 
@@ -81,7 +81,15 @@ const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
 // Connection
 // ---------------------------------------------------------------------------------------------
 
-fn ping(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+/// `PING [message]` → `+PONG` or the message; a RESP2 client in the subscriber context gets
+/// `[pong, message]` (an empty message when none is given), as Redis answers there.
+fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() <= 2 && ctx.client.proto == 2 && ctx.pubsub.is_subscriber(ctx.client.handle.id) {
+        return Ok(Reply::Array(vec![
+            Reply::Bulk(Bytes::from_static(b"pong")),
+            Reply::Bulk(argv.get(1).cloned().unwrap_or_default()),
+        ]));
+    }
     match argv.len() {
         1 => Ok(Reply::Status("PONG")),
         2 => Ok(Reply::Bulk(argv[1].clone())),
@@ -219,6 +227,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.client.multi = None;
     ctx.client.multi_error = false;
     ctx.client.unwatch_all(ctx.store);
+    ctx.pubsub.remove_client(ctx.client.handle.id);
     ctx.client.db = 0;
     ctx.client.handle.db.store(0, Ordering::Relaxed);
     ctx.client.proto = 2;

@@ -76,6 +76,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     end_multi(ctx);
     let mut replies = Vec::with_capacity(queue.len());
+    ctx.client.in_exec = true;
     for argv in &queue {
         let reply = match table().get(&argv[0]) {
             Some((index, spec)) => {
@@ -87,11 +88,20 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             }
             None => Reply::Error(CmdError::unknown_command(argv)),
         };
-        replies.push(reply);
+        // Pushes the command sent to this very client (a RESP3 PUBLISH to its own channel, a
+        // keyspace event for its own write) go before its reply, inside EXEC's array, as in Redis.
+        let mut pushed = bytes::BytesMut::new();
+        if ctx.client.handle.outbox.drain_into(&mut pushed) > 0 {
+            reply.encode(ctx.client.proto, &mut pushed);
+            replies.push(Reply::Raw(pushed.freeze()));
+        } else {
+            replies.push(reply);
+        }
         if ctx.client.action.is_some() {
             break;
         }
     }
+    ctx.client.in_exec = false;
     Ok(Reply::Array(replies))
 }
 

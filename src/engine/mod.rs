@@ -1,7 +1,8 @@
 //! The shared-state floor (floor 5): what every connection and every command shares.
 //!
 //! It holds the locked keyspace ([`Engine`]: the store plus the statistics updated with it), the
-//! client registry as commands see it ([`ClientHandle`]), server statistics, persistence status,
+//! client registry as commands see it ([`ClientHandle`]), the pub/sub registry ([`pubsub`]),
+//! server statistics, persistence status,
 //! the configuration in force, the clock ([`now_ms`]) and the memory accounting ([`alloc`]).
 //! `server/` (the connections) and `commands/` (the handlers) both stand on it, as does
 //! `persistence/`; it imports only from the floors below: `store/`, `config/`, `protocol/`,
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use crate::store::db::Store;
 
 pub mod alloc;
+pub mod pubsub;
 pub mod shared;
 
 pub use shared::{BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
@@ -33,6 +35,8 @@ pub struct Engine {
     pub stats: Vec<CommandStat>,
     /// Error replies by code (INFO errorstats).
     pub error_stats: HashMap<String, u64>,
+    /// Every client's channel, pattern and shard-channel subscriptions.
+    pub pubsub: pubsub::PubSub,
 }
 
 impl Engine {
@@ -43,6 +47,7 @@ impl Engine {
             store: Store::new(databases),
             stats: vec![CommandStat::default(); commands],
             error_stats: HashMap::new(),
+            pubsub: pubsub::PubSub::new(),
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct ClientHandle {
     /// Set by CLIENT KILL; the connection closes when notified.
     pub killed: AtomicBool,
     pub kill: Notify,
+    /// Pub/sub messages, keyspace events, invalidations and MONITOR lines waiting to be written.
+    pub outbox: super::pubsub::Outbox,
 }
 
 impl ClientHandle {
@@ -51,6 +53,7 @@ impl ClientHandle {
             multi: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            outbox: Default::default(),
         }
     }
 

@@ -39,6 +39,12 @@ pub enum Reply {
     Double(f64),
     /// `=n\r\ntxt:...` in RESP3; a bulk string in RESP2.
     Verbatim(Bytes),
+    /// `>n` in RESP3; an array in RESP2: the out-of-band frames of pub/sub (subscription
+    /// confirmations, messages) and client-side caching invalidations.
+    Push(Vec<Reply>),
+    /// Several replies written one after the other for one command: (P|S)(UN)SUBSCRIBE answer with
+    /// one frame per channel. Inside EXEC's array it still counts as one element, as in Redis.
+    Seq(Vec<Reply>),
     /// Pre-encoded bytes, written as they are whatever the protocol (used for EXEC's queued replies
     /// and for golden tests). Use sparingly.
     Raw(Bytes),
@@ -163,6 +169,17 @@ impl Reply {
                     put_bulk(out, b);
                 }
             }
+            Reply::Push(items) => {
+                put_header(out, if resp3 { b'>' } else { b'*' }, items.len());
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Seq(items) => {
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
             Reply::Raw(b) => out.put_slice(b),
         }
     }
@@ -181,18 +198,20 @@ impl From<CmdError> for Reply {
     }
 }
 
-fn put_int(out: &mut BytesMut, n: i64) {
+pub(crate) fn put_int(out: &mut BytesMut, n: i64) {
     let mut buf = itoa_buf(n);
     out.put_slice(buf.as_bytes_mut());
 }
 
-fn put_header(out: &mut BytesMut, prefix: u8, len: usize) {
+/// An aggregate header: `<prefix><len>\r\n`.
+pub fn put_header(out: &mut BytesMut, prefix: u8, len: usize) {
     out.put_u8(prefix);
     put_int(out, len as i64);
     out.put_slice(b"\r\n");
 }
 
-fn put_bulk(out: &mut BytesMut, b: &[u8]) {
+/// `$n\r\n<b>\r\n`.
+pub fn put_bulk(out: &mut BytesMut, b: &[u8]) {
     put_header(out, b'$', b.len());
     out.put_slice(b);
     out.put_slice(b"\r\n");

@@ -67,10 +67,13 @@ pub async fn serve(
         };
         let n = tokio::select! {
             r = read => r,
+            // Pub/sub messages and other pushes: write them without waiting for a request.
+            _ = handle.outbox.ready.notified() => Ok(Some(usize::MAX)),
             _ = handle.kill.notified() => break 'conn,
             _ = shutdown.changed() => break 'conn,
         };
         match n {
+            Ok(Some(usize::MAX)) => {}
             Ok(Some(0)) | Err(_) => break,
             Ok(None) => {
                 tracing::debug!(id = handle.id, "closing idle client");
@@ -114,8 +117,12 @@ pub async fn serve(
                 let now = commands::now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 let mut engine = shared.engine();
+                // Pushes published before this batch go out before its replies; pushes a command
+                // sends to this very client go out before that command's reply, as in Redis.
+                handle.outbox.drain_into(&mut outbuf);
                 for argv in requests.drain(..) {
                     let reply = commands::dispatch(&shared, &mut engine, &mut client, &argv, now);
+                    handle.outbox.drain_into(&mut outbuf);
                     reply.encode(client.proto, &mut outbuf);
                     if client.action.is_some() {
                         break;
@@ -146,12 +153,22 @@ pub async fn serve(
         }
 
         // ---- write ---------------------------------------------------------------------------
+        handle.outbox.drain_into(&mut outbuf);
+        if handle.killed.load(Ordering::Relaxed) {
+            // Killed by an output buffer limit while the batch ran: drop what is pending.
+            break;
+        }
         if !outbuf.is_empty() {
             shared
                 .stats
                 .net_output_bytes
                 .fetch_add(outbuf.len() as u64, Ordering::Relaxed);
-            if stream.write_all(&outbuf).await.is_err() {
+            // A subscriber that stops reading blocks here; an output buffer limit then kills it.
+            let written = tokio::select! {
+                r = stream.write_all(&outbuf) => r.is_ok(),
+                _ = handle.kill.notified() => false,
+            };
+            if !written {
                 break;
             }
             outbuf.clear();
@@ -179,6 +196,7 @@ pub async fn serve(
     {
         let mut engine = shared.engine();
         client.unwatch_all(&mut engine.store);
+        engine.pubsub.remove_client(handle.id);
     }
     shared.clients().remove(&handle.id);
 }

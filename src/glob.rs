@@ -1,5 +1,6 @@
-//! Glob-style matching as Redis's `stringmatchlen` (KEYS, SCAN MATCH, CONFIG GET): `*`, `?`,
-//! `[abc]`, `[^abc]`, `[a-z]`, and `\x` escapes.
+//! Glob-style matching as Redis's `stringmatchlen` (KEYS, SCAN MATCH, CONFIG GET, PSUBSCRIBE and
+//! PUBSUB CHANNELS): `*`, `?`, `[abc]`, `[^abc]`, `[a-z]`, and `\x` escapes. On the bottom floor
+//! because both the commands and the pub/sub registry in `engine/` match with it.
 
 /// True if `string` matches `pattern`.
 pub fn matches(pattern: &[u8], string: &[u8], nocase: bool) -> bool {

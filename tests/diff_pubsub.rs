@@ -1,0 +1,294 @@
+//! Differential test of pub/sub against a real `redis-server` 7.0: the same scripted sessions of
+//! several connections run against both servers, and everything each connection receives —
+//! replies, confirmation frames, messages, errors, in RESP2 and RESP3 — must be byte-identical.
+//!
+//! After each step every connection is synchronised with `PING <marker>` (allowed in every
+//! context; it answers `[pong, marker]` in the RESP2 subscriber context), and what arrived before
+//! the marker's reply is that step's output for that connection. Deliveries happen inside PUBLISH
+//! on both servers, so this needs no sleeping.
+//!
+//! The only normalisation: UNSUBSCRIBE-family frames without arguments list the client's
+//! subscriptions in hash order, so their names are compared as a sorted list beside the counts;
+//! PUBSUB CHANNELS/SHARDCHANNELS replies are sorted; HELLO's map (client id) is not compared.
+
+mod common;
+
+use common::redis::RealRedis;
+use common::{frame_len, RawConn, TestServer};
+
+struct Session {
+    conns: Vec<RawConn>,
+    /// Connections inside MULTI: a PING there would only be queued, so they are not synchronised
+    /// (the acting one reads exactly its reply) until EXEC or DISCARD.
+    in_multi: Vec<bool>,
+    marker: usize,
+}
+
+/// Splits `buf` into complete frames.
+fn frames(buf: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let n = frame_len(&buf[at..]).expect("complete frame");
+        out.push(buf[at..at + n].to_vec());
+        at += n;
+    }
+    out
+}
+
+/// The bulk strings of a frame, in order (enough to recognise and normalise our frames).
+fn bulks(frame: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < frame.len() {
+        let end = at
+            + frame[at..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .expect("line");
+        if frame[at] == b'$' {
+            let n: i64 = String::from_utf8_lossy(&frame[at + 1..end])
+                .parse()
+                .expect("len");
+            if n >= 0 {
+                out.push(frame[end + 2..end + 2 + n as usize].to_vec());
+                at = end + 2 + n as usize + 2;
+                continue;
+            }
+        }
+        at = end + 2;
+    }
+    out
+}
+
+impl Session {
+    fn new(port: u16, n: usize) -> Session {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        Session {
+            conns: (0..n).map(|_| RawConn::connect(addr)).collect(),
+            in_multi: vec![false; n],
+            marker: 0,
+        }
+    }
+
+    /// Runs one step: `argv` on connection `who`, then synchronises every connection. Returns
+    /// each connection's output for the step.
+    fn step(&mut self, who: usize, argv: &[&str]) -> Vec<Vec<u8>> {
+        self.conns[who].send(&argv.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
+        let mut outputs = Vec::new();
+        // The acting connection first, so its reply is complete before others are synchronised.
+        let order: Vec<usize> = std::iter::once(who)
+            .chain((0..self.conns.len()).filter(|&i| i != who))
+            .collect();
+        let mut by_conn = vec![Vec::new(); self.conns.len()];
+        let name = argv[0].to_ascii_lowercase();
+        if self.in_multi[who] && name != "exec" && name != "discard" {
+            by_conn[who] = self.conns[who].read_reply();
+            return by_conn;
+        }
+        for i in order {
+            if self.in_multi[i] && i != who {
+                continue;
+            }
+            if i == who && name == "multi" {
+                let r = self.conns[i].read_reply();
+                self.in_multi[i] = r == b"+OK\r\n";
+                by_conn[i] = r;
+                continue;
+            }
+            if i == who && (name == "exec" || name == "discard") {
+                self.in_multi[i] = false;
+            }
+            self.marker += 1;
+            let marker = format!("sync-{}", self.marker);
+            self.conns[i].send(&[b"PING", marker.as_bytes()]);
+            let mut got = Vec::new();
+            loop {
+                let f = self.conns[i].read_reply();
+                let plain = format!("${}\r\n{}\r\n", marker.len(), marker);
+                let sub = format!("*2\r\n$4\r\npong\r\n{plain}");
+                if f == plain.as_bytes() || f == sub.as_bytes() {
+                    break;
+                }
+                got.extend_from_slice(&f);
+            }
+            by_conn[i] = got;
+        }
+        outputs.extend(by_conn);
+        outputs
+    }
+}
+
+/// Makes hash-ordered replies comparable (see the module docs).
+fn normalise(argv: &[&str], out: &[u8]) -> Vec<u8> {
+    let name = argv[0].to_ascii_lowercase();
+    let sub = argv.get(1).map(|s| s.to_ascii_lowercase());
+    let mut fs = frames(out);
+    if name == "hello" && !out.starts_with(b"-") {
+        // Client ids differ between the servers.
+        return b"<hello>".to_vec();
+    }
+    if name == "pubsub" && matches!(sub.as_deref(), Some("channels" | "shardchannels")) {
+        let mut names = bulks(&fs.concat());
+        names.sort();
+        return format!("{:?}", names).into_bytes();
+    }
+    if argv.len() == 1 && name.ends_with("unsubscribe") {
+        let mut names = Vec::new();
+        for f in &mut fs {
+            let b = bulks(f);
+            if b.len() == 2 && b[0].ends_with(b"unsubscribe") {
+                names.push(b[1].clone());
+                let needle = [
+                    b"$".as_slice(),
+                    b[1].len().to_string().as_bytes(),
+                    b"\r\n",
+                    &b[1],
+                ]
+                .concat();
+                if let Some(p) = f.windows(needle.len()).position(|w| w == needle.as_slice()) {
+                    f.splice(p..p + needle.len(), b"<name>".iter().copied());
+                }
+            }
+        }
+        names.sort();
+        let mut v = fs.concat();
+        v.extend_from_slice(format!("{names:?}").as_bytes());
+        return v;
+    }
+    out.to_vec()
+}
+
+fn run(script: &[(usize, &[&str])], conns: usize) {
+    let ours: TestServer = common::start_server();
+    let real = RealRedis::start(&[]);
+    let mut a = Session::new(ours.port(), conns);
+    let mut b = Session::new(real.port(), conns);
+    for (n, (who, argv)) in script.iter().enumerate() {
+        let x = a.step(*who, argv);
+        let y = b.step(*who, argv);
+        for c in 0..conns {
+            let (xo, yo) = (normalise(argv, &x[c]), normalise(argv, &y[c]));
+            assert!(
+                xo == yo,
+                "step {n} (conn {who}: {argv:?}), output of conn {c} differs\n hyperbloom: {:?}\n redis:      {:?}",
+                String::from_utf8_lossy(&x[c]),
+                String::from_utf8_lossy(&y[c])
+            );
+        }
+    }
+}
+
+#[test]
+fn resp2_subscribe_publish_and_the_subscriber_context() {
+    run(
+        &[
+            (0, &["SUBSCRIBE", "news", "weather"]),
+            (0, &["SUBSCRIBE", "news"]),
+            (1, &["PUBLISH", "news", "hello"]),
+            (1, &["PUBLISH", "nobody", "x"]),
+            (0, &["PING"]),
+            (0, &["ping", "x"]),
+            (0, &["PING", "a", "b"]),
+            (0, &["GET", "k"]),
+            (0, &["CLIENT", "LIST"]),
+            (0, &["CLIENT", "nosuch"]),
+            (0, &["CONFIG", "GET"]),
+            (0, &["nosuchcommand", "a"]),
+            (0, &["MULTI"]),
+            (0, &["HELLO", "3"]),
+            (0, &["SUBSCRIBE"]),
+            (1, &["PSUBSCRIBE", "n*"]),
+            (2, &["PUBLISH", "news", "both"]),
+            (1, &["PSUBSCRIBE", "w?ather", "n*"]),
+            (2, &["PUBLISH", "weather", "sun"]),
+            (2, &["PUBSUB", "NUMSUB", "news", "weather", "none"]),
+            (2, &["PUBSUB", "NUMPAT"]),
+            (2, &["PUBSUB", "CHANNELS"]),
+            (2, &["PUBSUB", "CHANNELS", "w*"]),
+            (2, &["pubsub", "channels", "a", "b"]),
+            (2, &["PUBSUB", "NUMPAT", "x"]),
+            (2, &["PUBSUB", "nosuch"]),
+            (2, &["PUBSUB"]),
+            (2, &["PUBSUB", "HELP"]),
+            (2, &["PUBSUB", "NUMSUB"]),
+            (0, &["UNSUBSCRIBE", "news"]),
+            (2, &["PUBLISH", "news", "gone"]),
+            (0, &["UNSUBSCRIBE"]),
+            (0, &["UNSUBSCRIBE"]),
+            (0, &["GET", "k"]),
+            (0, &["PING"]),
+            (1, &["PUNSUBSCRIBE", "n*", "zz"]),
+            (1, &["PUNSUBSCRIBE"]),
+            (1, &["PUNSUBSCRIBE"]),
+            (1, &["PING"]),
+            (0, &["SUBSCRIBE", "q"]),
+            (0, &["RESET"]),
+            (0, &["GET", "k"]),
+            (2, &["PUBLISH", "q", "after reset"]),
+            (2, &["PUBSUB", "NUMSUB", "q"]),
+        ],
+        3,
+    );
+}
+
+#[test]
+fn shard_channels() {
+    run(
+        &[
+            (0, &["SSUBSCRIBE", "s1", "s2"]),
+            (0, &["GET", "x"]),
+            (0, &["SUBSCRIBE", "c"]),
+            (1, &["SPUBLISH", "s1", "shard"]),
+            (1, &["PUBLISH", "s1", "not shard"]),
+            (1, &["SPUBLISH", "c", "not classic"]),
+            (1, &["PUBSUB", "SHARDCHANNELS"]),
+            (1, &["PUBSUB", "SHARDCHANNELS", "*2"]),
+            (1, &["PUBSUB", "SHARDNUMSUB", "s1", "s9"]),
+            (0, &["SUNSUBSCRIBE", "s1"]),
+            (0, &["UNSUBSCRIBE", "zz"]),
+            (0, &["SUNSUBSCRIBE"]),
+            (0, &["SUNSUBSCRIBE"]),
+            (0, &["UNSUBSCRIBE"]),
+            (0, &["GET", "x"]),
+            (1, &["SPUBLISH", "a"]),
+            (1, &["MULTI"]),
+            (1, &["SSUBSCRIBE", "s"]),
+            (1, &["PSUBSCRIBE", "p*"]),
+            (1, &["EXEC"]),
+            (1, &["GET", "x"]),
+        ],
+        2,
+    );
+}
+
+#[test]
+fn resp3_pushes_and_self_delivery() {
+    run(
+        &[
+            (0, &["HELLO", "3"]),
+            (0, &["SUBSCRIBE", "c1", "c2"]),
+            (0, &["PSUBSCRIBE", "c*"]),
+            (0, &["PING"]),
+            (0, &["GET", "k"]),
+            (0, &["PUBLISH", "c1", "self"]),
+            (1, &["PUBLISH", "c2", "other"]),
+            (0, &["SET", "k", "v"]),
+            (0, &["MULTI"]),
+            (0, &["SUBSCRIBE", "m"]),
+            (0, &["PUBLISH", "m", "x"]),
+            (0, &["PUBLISH", "c1", "y"]),
+            (0, &["EXEC"]),
+            (0, &["UNSUBSCRIBE", "c1", "c2", "m"]),
+            (0, &["PUNSUBSCRIBE"]),
+            (0, &["UNSUBSCRIBE"]),
+            (1, &["SUBSCRIBE", "z"]),
+            (1, &["HELLO", "3"]),
+            (0, &["PUBLISH", "z", "to resp2"]),
+            (0, &["HELLO", "2"]),
+            (0, &["SUBSCRIBE", "z"]),
+            (1, &["PUBLISH", "z", "binary \u{0}\r\n payload"]),
+        ],
+        2,
+    );
+}
