@@ -120,6 +120,11 @@ pub fn config(data: &[u8]) {
         if let Err(e) = again.apply_text(&rendered, "rewritten.conf") {
             panic!("CONFIG REWRITE output refused: {e}\n{rendered}");
         }
+        assert_eq!(
+            again.render(),
+            rendered,
+            "CONFIG REWRITE output reads back differently"
+        );
     }
 }
 
@@ -189,13 +194,21 @@ impl Session {
 
     pub fn run(&mut self, argv: &[Bytes]) -> Reply {
         let mut engine = self.shared.engine();
-        let reply = commands::dispatch(&self.shared, &mut engine, &mut self.client, argv, self.now_ms);
+        let reply = commands::dispatch(
+            &self.shared,
+            &mut engine,
+            &mut self.client,
+            argv,
+            self.now_ms,
+        );
         if let Reply::Error(e) = &reply {
             let text = e.to_string();
             assert!(
                 !text.starts_with("ERR internal error"),
                 "handler panicked on {:?}: {text}",
-                argv.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()
+                argv.iter()
+                    .map(|a| String::from_utf8_lossy(a))
+                    .collect::<Vec<_>>()
             );
         }
         reply
@@ -214,29 +227,148 @@ impl Default for Session {
 
 /// Commands the dispatcher target may send: the data commands of every family. Left out: what
 /// touches files or the process (SAVE, BGSAVE, SHUTDOWN, DEBUG, CONFIG SET dir), which other
-/// targets and the integration tests cover.
+/// targets and the integration tests cover; and PFSELFTEST, a deliberately long self-test (seconds
+/// per call) that would only slow the search down.
 const COMMANDS: &[&str] = &[
-    "SET", "GET", "GETDEL", "GETEX", "GETSET", "SETNX", "SETEX", "PSETEX", "MSET", "MSETNX", "MGET",
-    "APPEND", "STRLEN", "GETRANGE", "SETRANGE", "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT",
-    "DEL", "UNLINK", "EXISTS", "TYPE", "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT", "TTL", "PTTL",
-    "PERSIST", "EXPIRETIME", "RENAME", "RENAMENX", "COPY", "MOVE", "SELECT", "KEYS", "SCAN",
-    "RANDOMKEY", "DBSIZE", "FLUSHDB", "TOUCH", "OBJECT", "DUMP", "RESTORE", "MULTI", "EXEC",
-    "DISCARD", "WATCH", "UNWATCH", "PFADD", "PFCOUNT", "PFMERGE", "PFDEBUG", "PFSELFTEST",
-    "BF.RESERVE", "BF.ADD", "BF.MADD", "BF.EXISTS", "BF.MEXISTS", "BF.INSERT", "BF.INFO", "BF.CARD",
-    "BF.SCANDUMP", "BF.LOADCHUNK", "CF.RESERVE", "CF.ADD", "CF.ADDNX", "CF.INSERT", "CF.INSERTNX",
-    "CF.EXISTS", "CF.MEXISTS", "CF.DEL", "CF.COUNT", "CF.INFO", "CF.SCANDUMP", "CF.LOADCHUNK",
-    "CF.COMPACT", "MEMORY", "PING", "ECHO",
+    "SET",
+    "GET",
+    "GETDEL",
+    "GETEX",
+    "GETSET",
+    "SETNX",
+    "SETEX",
+    "PSETEX",
+    "MSET",
+    "MSETNX",
+    "MGET",
+    "APPEND",
+    "STRLEN",
+    "GETRANGE",
+    "SETRANGE",
+    "INCR",
+    "DECR",
+    "INCRBY",
+    "DECRBY",
+    "INCRBYFLOAT",
+    "DEL",
+    "UNLINK",
+    "EXISTS",
+    "TYPE",
+    "EXPIRE",
+    "PEXPIRE",
+    "EXPIREAT",
+    "PEXPIREAT",
+    "TTL",
+    "PTTL",
+    "PERSIST",
+    "EXPIRETIME",
+    "RENAME",
+    "RENAMENX",
+    "COPY",
+    "MOVE",
+    "SELECT",
+    "KEYS",
+    "SCAN",
+    "RANDOMKEY",
+    "DBSIZE",
+    "FLUSHDB",
+    "TOUCH",
+    "OBJECT",
+    "DUMP",
+    "RESTORE",
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "PFADD",
+    "PFCOUNT",
+    "PFMERGE",
+    "PFDEBUG",
+    "BF.RESERVE",
+    "BF.ADD",
+    "BF.MADD",
+    "BF.EXISTS",
+    "BF.MEXISTS",
+    "BF.INSERT",
+    "BF.INFO",
+    "BF.CARD",
+    "BF.SCANDUMP",
+    "BF.LOADCHUNK",
+    "CF.RESERVE",
+    "CF.ADD",
+    "CF.ADDNX",
+    "CF.INSERT",
+    "CF.INSERTNX",
+    "CF.EXISTS",
+    "CF.MEXISTS",
+    "CF.DEL",
+    "CF.COUNT",
+    "CF.INFO",
+    "CF.SCANDUMP",
+    "CF.LOADCHUNK",
+    "CF.COMPACT",
+    "MEMORY",
+    "PING",
+    "ECHO",
 ];
 
 /// Argument atoms: a few keys (so commands meet each other's values), numbers at the edges Redis
 /// checks, options of the commands above, and raw bytes from the input.
 const ATOMS: &[&str] = &[
-    "k", "k2", "{k}3", "0", "1", "-1", "2", "10", "100", "1000", "0.01", "0.5", "1e300", "inf",
-    "-inf", "nan", "9223372036854775807", "-9223372036854775808", "18446744073709551616", "EX", "PX",
-    "NX", "XX", "GT", "LT", "KEEPTTL", "GET", "CAPACITY", "ERROR", "EXPANSION", "NONSCALING",
-    "ITEMS", "NOCREATE", "BUCKETSIZE", "MAXITERATIONS", "MATCH", "COUNT", "TYPE", "*", "ENCODING",
-    "USAGE", "REPLACE", "ABSTTL", "IDLETIME", "FREQ", "GETREG", "DECODE", "ENCODE", "TODENSE",
-    "SIMD", "DB", "", "HYLL",
+    "k",
+    "k2",
+    "{k}3",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "10",
+    "100",
+    "1000",
+    "0.01",
+    "0.5",
+    "1e300",
+    "inf",
+    "-inf",
+    "nan",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "18446744073709551616",
+    "EX",
+    "PX",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "KEEPTTL",
+    "GET",
+    "CAPACITY",
+    "ERROR",
+    "EXPANSION",
+    "NONSCALING",
+    "ITEMS",
+    "NOCREATE",
+    "BUCKETSIZE",
+    "MAXITERATIONS",
+    "MATCH",
+    "COUNT",
+    "TYPE",
+    "*",
+    "ENCODING",
+    "USAGE",
+    "REPLACE",
+    "ABSTTL",
+    "IDLETIME",
+    "FREQ",
+    "GETREG",
+    "DECODE",
+    "ENCODE",
+    "TODENSE",
+    "SIMD",
+    "DB",
+    "",
+    "HYLL",
 ];
 
 /// Decodes `data` into a sequence of commands and runs them on one session. Bytes: a command index,
@@ -255,7 +387,9 @@ pub fn dispatch(data: &[u8]) {
             let Some(&b) = data.get(i) else { break };
             i += 1;
             if b & 0x80 == 0 {
-                argv.push(Bytes::from_static(ATOMS[b as usize % ATOMS.len()].as_bytes()));
+                argv.push(Bytes::from_static(
+                    ATOMS[b as usize % ATOMS.len()].as_bytes(),
+                ));
             } else {
                 let n = ((b & 0x7f) as usize).min(data.len() - i);
                 argv.push(Bytes::copy_from_slice(&data[i..i + n]));
@@ -270,7 +404,8 @@ pub fn dispatch(data: &[u8]) {
     }
     // A snapshot of whatever was built must dump and restore.
     for key in ["k", "k2", "{k}3"] {
-        if let Reply::Bulk(payload) = session.run(&[Bytes::from_static(b"DUMP"), Bytes::from(key)]) {
+        if let Reply::Bulk(payload) = session.run(&[Bytes::from_static(b"DUMP"), Bytes::from(key)])
+        {
             dump::restore(&payload).expect("DUMP output must restore");
         }
     }
@@ -307,7 +442,12 @@ pub fn loadchunk(data: &[u8]) {
     let b = |x: &'static str| Bytes::from_static(x.as_bytes());
     if kind & 2 == 2 {
         // Start from a real filter's header so the chunks reach the data path more often.
-        s.run(&[cmd("RESERVE"), b("f"), if prefix == "BF" { b("0.01") } else { b("100") }, b("100")]);
+        s.run(&[
+            cmd("RESERVE"),
+            b("f"),
+            if prefix == "BF" { b("0.01") } else { b("100") },
+            b("100"),
+        ]);
     }
     let mut i = 0;
     let mut pieces = 0;
@@ -317,7 +457,12 @@ pub fn loadchunk(data: &[u8]) {
         let n = (rest[i + 2] as usize * 4).min(rest.len() - i - 3);
         let chunk = Bytes::copy_from_slice(&rest[i + 3..i + 3 + n]);
         i += 3 + n;
-        s.run(&[cmd("LOADCHUNK"), b("f"), Bytes::from(iter.to_string()), chunk]);
+        s.run(&[
+            cmd("LOADCHUNK"),
+            b("f"),
+            Bytes::from(iter.to_string()),
+            chunk,
+        ]);
     }
     s.run(&[cmd("EXISTS"), b("f"), b("x")]);
     s.run(&[cmd("ADD"), b("f"), b("y")]);
@@ -332,7 +477,16 @@ pub fn loadchunk(data: &[u8]) {
             _ => break,
         }
     }
-    if let Reply::Bulk(payload) = s.run(&[b("DUMP"), b("f")]) {
-        dump::restore(&payload).expect("DUMP output must restore");
+    // A 38-byte header chunk may declare a 100 MB filter (as it may on RedisBloom, which callocs
+    // it); DUMP must then produce all of it, which is slow but not a bug. Check DUMP on filters up
+    // to 8 MB so the search does not stall on such inputs.
+    let small = matches!(
+        s.run(&[b("MEMORY"), b("USAGE"), b("f")]),
+        Reply::Int(n) if n <= 8 << 20
+    );
+    if small {
+        if let Reply::Bulk(payload) = s.run(&[b("DUMP"), b("f")]) {
+            dump::restore(&payload).expect("DUMP output must restore");
+        }
     }
 }
