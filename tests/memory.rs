@@ -93,3 +93,87 @@ fn saving_never_written_filters_allocates_none_of_them() {
     let file = std::fs::metadata(s.dir.join("dump.rdb")).unwrap().len();
     assert!(file < 40 << 20, "{file} bytes; {figures}");
 }
+
+fn used_memory(c: &mut RawConn) -> u64 {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "memory"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
+}
+
+const OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+
+/// Item 4: what filters reserve counts in `used_memory` and against `maxmemory`, as RedisBloom's
+/// `calloc` does; a reservation that does not fit gets Redis's OOM error (before: eight 1.38 GB
+/// reservations were accepted under `maxmemory 100mb` with `used_memory` at 2.8 MB).
+#[test]
+fn maxmemory_counts_reserved_filters() {
+    let mut s = Spawned::start("mem-maxmemory", &["--maxmemory", "100mb"]);
+    let base = used_memory(&mut s.conn);
+    assert_eq!(
+        s.conn
+            .cmd_str(&["BF.RESERVE", "huge", "0.01", "1000000000"]),
+        OOM
+    );
+    assert_eq!(s.conn.cmd_str(&["CF.RESERVE", "chuge", "1000000000"]), OOM);
+    assert_eq!(s.conn.cmd_str(&["EXISTS", "huge", "chuge"]), b":0\r\n");
+    // 10 M items at 0.01: 11.98 MB reserved each, counted at once although nothing is written.
+    s.ok(&["BF.RESERVE", "a", "0.01", "10000000"]);
+    let one = used_memory(&mut s.conn) - base;
+    assert!((11_900_000..15_000_000).contains(&one), "{one}");
+    let mut accepted = 1;
+    for i in 0..10 {
+        let r = s
+            .conn
+            .cmd_str(&["BF.RESERVE", &format!("k{i}"), "0.01", "10000000"]);
+        if r == b"+OK\r\n" {
+            accepted += 1;
+        } else {
+            assert_eq!(r, OOM);
+        }
+    }
+    // 100 MB holds 7 or 8 of them, with the server's own memory; never more.
+    assert!((6..=8).contains(&accepted), "{accepted} accepted");
+    assert!(used_memory(&mut s.conn) <= 100 << 20);
+    // Over the limit now? No: the last refused one was dropped. Adds still work...
+    assert_eq!(s.conn.cmd_str(&["BF.ADD", "a", "x"]), b":1\r\n");
+    // ...and deleting gives the reservation back.
+    assert_eq!(s.conn.cmd_str(&["DEL", "a", "k0"]), b":2\r\n");
+    let after = used_memory(&mut s.conn) - base;
+    assert!(after < 6 * 12_000_000 + 2_000_000, "{after}");
+    s.ok(&["CF.RESERVE", "c", "4000000"]); // 4 MiB (2^21 buckets of 2)
+                                           // BGSAVE's snapshot shares the pages and does not count them twice.
+    assert_eq!(
+        s.conn.cmd_str(&["BGSAVE"]),
+        b"+Background saving started\r\n"
+    );
+    assert_eq!(s.conn.cmd_str(&["BF.ADD", "k1", "y"]), b":1\r\n");
+    // The process itself stays small: nothing was written.
+    assert!(s.peak_mb() < 60, "{} MB", s.peak_mb());
+}
+
+/// Item 6: a sparse large filter costs about what its written bits need: a 1.38 GB filter with
+/// 3,000 adds (24,000 bits set on distinct pages) stays under 100 MB of RSS (896 MB with 64 KiB
+/// pages).
+#[test]
+fn a_sparse_large_filter_costs_little_rss() {
+    let mut s = Spawned::start("mem-sparse", &[]);
+    s.ok(&["BF.RESERVE", "big", "0.01", "1000000000"]);
+    for batch in 0..30 {
+        let mut argv = vec!["BF.MADD".to_string(), "big".to_string()];
+        argv.extend((0..100).map(|i| format!("item:{}", batch * 100 + i)));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let r = s.conn.cmd_str(&argv);
+        assert!(
+            r.starts_with(b"*100\r\n"),
+            "{}",
+            String::from_utf8_lossy(&r)
+        );
+    }
+    let r = s.conn.cmd_str(&["BF.CARD", "big"]);
+    assert_eq!(r, b":3000\r\n");
+    let rss = common::proc_status_kb(s.pid(), "VmRSS") / 1024;
+    eprintln!("RSS {rss} MB after 3000 adds to a 1.38 GB filter");
+    assert!(rss <= 100, "{rss} MB");
+}

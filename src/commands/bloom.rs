@@ -154,15 +154,26 @@ fn defaults(ctx: &Ctx) -> (f64, u64, u32) {
 }
 
 /// Creates a filter with the given options (non-scaling when asked or when the expansion is 0).
+/// `max` is `maxmemory`: a filter whose reservation does not fit is refused with the OOM error.
 fn new_filter(
+    max: u64,
     capacity: u64,
     rate: f64,
     expansion: u32,
     nonscaling: bool,
 ) -> Result<Value, CmdError> {
-    ScalingBloom::create(capacity, rate, expansion, nonscaling || expansion == 0)
+    let v = ScalingBloom::create(capacity, rate, expansion, nonscaling || expansion == 0)
         .map(|b| Value::Bloom(Box::new(b)))
-        .map_err(create_error)
+        .map_err(create_error)?;
+    super::reservation_fits(max)?;
+    Ok(v)
+}
+
+/// `maxmemory` now.
+fn maxmemory(ctx: &Ctx) -> u64 {
+    ctx.shared
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
@@ -185,7 +196,7 @@ fn get_or_create_default<'a>(
         KeyState::WrongType => return Err(wrongtype()),
         KeyState::Missing => {
             let (rate, capacity, expansion) = defaults(ctx);
-            let v = new_filter(capacity, rate, expansion, false)?;
+            let v = new_filter(maxmemory(ctx), capacity, rate, expansion, false)?;
             ctx.db().insert(key.clone(), v);
         }
     }
@@ -236,7 +247,13 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::WrongType => return Err(wrongtype()),
         KeyState::Missing => {}
     }
-    let v = new_filter(capacity as u64, rate, expansion as u32, nonscaling)?;
+    let v = new_filter(
+        maxmemory(ctx),
+        capacity as u64,
+        rate,
+        expansion as u32,
+        nonscaling,
+    )?;
     ctx.db().insert(key.clone(), v);
     Ok(Reply::ok())
 }
@@ -334,7 +351,7 @@ fn insert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::WrongType => return Err(wrongtype()),
         KeyState::Missing if nocreate => return Err(CmdError::Static(NOT_FOUND)),
         KeyState::Missing => {
-            let v = new_filter(capacity, rate, expansion, nonscaling)?;
+            let v = new_filter(maxmemory(ctx), capacity, rate, expansion, nonscaling)?;
             ctx.db().insert(key.clone(), v);
         }
     }
@@ -433,6 +450,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::WrongType => Err(wrongtype()),
         KeyState::Missing if it == 1 => {
             let bf = ScalingBloom::from_header(data).map_err(chunk_error)?;
+            super::reservation_fits(maxmemory(ctx))?;
             ctx.db().insert(key.clone(), Value::Bloom(Box::new(bf)));
             Ok(Reply::ok())
         }

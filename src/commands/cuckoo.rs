@@ -145,6 +145,8 @@ struct Defaults {
     max_iterations: u16,
     expansion: u16,
     max_expansions: u32,
+    /// `maxmemory`, for the reservation check.
+    maxmemory: u64,
 }
 
 fn defaults(ctx: &Ctx) -> Defaults {
@@ -155,15 +157,28 @@ fn defaults(ctx: &Ctx) -> Defaults {
         max_iterations: c.cf_max_iterations,
         expansion: c.cf_expansion_factor,
         max_expansions: c.cf_max_expansions,
+        maxmemory: ctx
+            .shared
+            .maxmemory
+            .load(std::sync::atomic::Ordering::Relaxed),
     }
 }
 
-fn create(capacity: u64, bucket_size: u16, max_iter: u16, exp: u16) -> Result<Value, CmdError> {
-    match CuckooFilter::new(capacity, bucket_size, max_iter, exp) {
-        Ok(cf) => Ok(Value::Cuckoo(Box::new(cf))),
-        Err(CreateError::Alloc) => Err(CmdError::Static(CREATE_NOMEM)),
-        Err(CreateError::Invalid) => Err(CmdError::Static(CREATE_FAILED)),
-    }
+/// `max` is `maxmemory`: a filter whose reservation does not fit is refused with the OOM error.
+fn create(
+    max: u64,
+    capacity: u64,
+    bucket_size: u16,
+    max_iter: u16,
+    exp: u16,
+) -> Result<Value, CmdError> {
+    let v = match CuckooFilter::new(capacity, bucket_size, max_iter, exp) {
+        Ok(cf) => Value::Cuckoo(Box::new(cf)),
+        Err(CreateError::Alloc) => return Err(CmdError::Static(CREATE_NOMEM)),
+        Err(CreateError::Invalid) => return Err(CmdError::Static(CREATE_FAILED)),
+    };
+    super::reservation_fits(max)?;
+    Ok(v)
 }
 
 /// The filter under `key` for an insert command, created from `capacity` and the configured defaults
@@ -179,7 +194,13 @@ fn filter_for_insert<'a>(
         Lookup::WrongType => return Err(CmdError::Static(error::WRONGTYPE)),
         Lookup::Missing if nocreate => return Err(CmdError::Static(NOT_FOUND)),
         Lookup::Missing => {
-            let v = create(capacity, d.bucket_size, d.max_iterations, d.expansion)?;
+            let v = create(
+                d.maxmemory,
+                capacity,
+                d.bucket_size,
+                d.max_iterations,
+                d.expansion,
+            )?;
             db.insert(key.clone(), v);
         }
         Lookup::Cuckoo => {}
@@ -270,6 +291,7 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Lookup::Missing => {}
     }
     let v = create(
+        d.maxmemory,
         capacity as u64,
         bucket_size as u16,
         max_iter as u16,
@@ -491,6 +513,10 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .filter(|&p| p != 0)
         .ok_or(CmdError::Static(INVALID_POSITION))?;
     let data = &argv[3];
+    let max = ctx
+        .shared
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed);
     let db = ctx.db();
     if pos == 1 {
         match classify(db, &argv[1]) {
@@ -505,6 +531,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         // Validated in full before anything is allocated.
         let cf =
             CuckooFilter::from_header(&header).map_err(|_| CmdError::Static(HEADER_REJECTED))?;
+        super::reservation_fits(max)?;
         db.insert(argv[1].clone(), Value::Cuckoo(Box::new(cf)));
         return Ok(Reply::ok());
     }

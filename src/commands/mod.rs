@@ -442,6 +442,18 @@ fn refuse(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
     None
 }
 
+/// Refuses a filter that was just created (and so reserved its bytes, counted in `used_memory`)
+/// when the reservation takes `used_memory` over `maxmemory` (`max`, 0 = no limit), with Redis's
+/// OOM error. Redis checks only before a command, so it accepts one reservation of any size while
+/// under the limit (RedisBloom then `calloc`s it); checking after the reservation too means one
+/// command can never commit the server to more than `maxmemory`. The caller drops the filter.
+pub(crate) fn reservation_fits(max: u64) -> Result<(), CmdError> {
+    if max > 0 && crate::engine::alloc::used_memory() as u64 > max {
+        return Err(CmdError::Static(error::OOM));
+    }
+    Ok(())
+}
+
 /// The server-state refusals EXEC re-checks for each queued command.
 pub fn refuse_at_exec(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
     refuse(shared, spec)

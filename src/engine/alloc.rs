@@ -50,6 +50,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
 }
 
 /// Live heap bytes (0 when the counting allocator is not installed, e.g. in unit tests).
-pub fn used_memory() -> usize {
+pub fn heap_bytes() -> usize {
     USED.load(Ordering::Relaxed)
+}
+
+/// `used_memory` as Redis reports it with RedisBloom loaded: the heap plus what filters have
+/// reserved and not yet written (RedisBloom `calloc`s a filter whole, and the allocator counts it
+/// from that moment). The `maxmemory` check uses the same figure, so a server with reserved
+/// filters refuses deny-oom commands as Redis would.
+pub fn used_memory() -> usize {
+    heap_bytes().saturating_add(crate::store::pages::reserved_bytes() as usize)
 }

@@ -46,19 +46,43 @@
 //!
 //! # Paging and snapshots
 //!
-//! A link's bit array is split into pages of [`PAGE_BYTES`] (64 KiB), each an `Option<Arc<[u8]>>`.
+//! A link's bit array is split into pages of [`PAGE_BYTES`] (2 KiB), each an `Option<Arc<[u8]>>`.
 //! * `None` is a page that has never had a bit set and reads as zeros. Reserving a 1 GiB filter
-//!   costs a page table of 16 384 entries (256 KiB), not 1 GiB; a page is allocated on its first
-//!   write, exactly where RedisBloom's `calloc` would fault a fresh page in.
+//!   costs a page table of 524 288 entries (8 MiB), not 1 GiB; a page is allocated on its first
+//!   write, where RedisBloom's `calloc` would fault a fresh 4 KiB page in. The never-written bytes
+//!   still count as reserved memory (`store::pages::Reservation`) for `used_memory`/`maxmemory`.
 //! * Cloning a filter (what a snapshot does to the keyspace) copies the page table and bumps
 //!   reference counts. The first write to a shared page copies that one page (copy-on-write via
-//!   `Arc::get_mut`), so a snapshot of a 1 GiB filter under a write load costs 64 KiB per page the
+//!   `Arc::get_mut`), so a snapshot of a 1 GiB filter under a write load costs 2 KiB per page the
 //!   writers touch, not 1 GiB.
 //! * The last page of a link is exactly as long as the bytes left, so a 144-byte link costs 144
 //!   bytes plus a 16-byte page-table entry and the `Arc` counts.
 //!
-//! A probe costs one extra indexed load (the page table) over a flat array; `benches/bloom.rs`
-//! measures it.
+//! ## Why 2 KiB (issue 10, measured on the shared 2-core build machine, so ±30 %)
+//!
+//! Adds to a large sparse filter touch one page per bit set: a 1.38 GB link (capacity 10^9 at
+//! 0.01, k = 8) after 3 000 adds has 24 000 bits on ~23 000 distinct pages. The page size trades
+//! that against the page table (16 bytes per page, 0.8 % of the filter at 2 KiB) that every probe
+//! reads and every snapshot copies:
+//!
+//! ```text
+//!  page     RSS, 1.38 GB link + 3000 adds    dense 120 MB link (benches/bloom.rs "large")
+//!           (tests/memory.rs, VmRSS)         exists_absent   add_new   snapshot clone
+//!  64 KiB   917 MB (measured)                320 ns          1.20 µs   57 µs
+//!   4 KiB   ~106 MB (23 170 pages × 4128 B + 5.4 MB table; computed)
+//!   2 KiB    61 MB (measured)                814 ns          1.60 µs   2.9 ms
+//! ```
+//!
+//! 4 KiB (the kernel's page, what RedisBloom pays) misses the 100 MB target because every
+//! touched page is a whole page either way; 2 KiB meets it with room. The price is on large
+//! *dense* filters: the page table (940 KB for 120 MB, 10.8 MB for 1.38 GB) no longer fits in
+//! L2, so a probe of an out-of-cache filter pays a second miss (the measured exists is ~2.5× the
+//! 64 KiB figure on this noisy machine), and a BGSAVE snapshot copies the table and bumps one
+//! reference count per written page under the keyspace lock (2.9 ms per 120 MB dense, so ~33 ms
+//! for a dense 1.38 GB filter, against ~1 ms with 64 KiB pages). Small filters (the common case)
+//! are one page either way and see no difference. Run `cargo bench --bench bloom -- large`.
+//!
+//! A probe costs one extra indexed load (the page table) over a flat array.
 //!
 //! # Memory safety
 //!
@@ -89,7 +113,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::murmur::{bloom_hash32, bloom_hash64};
-use super::pages::{Page, ZEROS};
+use super::pages::{Page, Reservation, ZEROS};
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -120,8 +144,9 @@ const LN2: f64 = 0.693147180559945;
 pub const MAX_HASHES: u32 = 1100;
 
 /// Size of one page of a link's bit array.
-pub const PAGE_BYTES: usize = 64 * 1024;
-const PAGE_SHIFT: u32 = 16;
+pub const PAGE_BYTES: usize = 2 * 1024;
+const PAGE_SHIFT: u32 = 11;
+const _: () = assert!(PAGE_BYTES == 1 << PAGE_SHIFT && PAGE_BYTES <= super::pages::ZEROS_LEN);
 
 /// Fixed part of a SCANDUMP header: chain size (8), nfilters (4), options (4), growth (4).
 pub const HEADER_FIXED_LEN: usize = 20;
@@ -204,7 +229,7 @@ pub fn alloc_ceiling() -> u64 {
 // ---------------------------------------------------------------------------------------------
 
 /// Zeros for reading pages that were never written.
-static ZERO_PAGE: &[u8; PAGE_BYTES] = &ZEROS;
+static ZERO_PAGE: &[u8] = &ZEROS;
 
 /// A bit array of `len` bytes in copy-on-write pages (see "Paging and snapshots" in the essay).
 #[derive(Clone)]
@@ -212,6 +237,8 @@ struct PagedBits {
     /// Page `p` holds bytes `p·PAGE_BYTES ..`; `None` reads as zeros.
     pages: Vec<Option<Arc<[u8]>>>,
     len: u64,
+    /// The bytes of never-written pages, counted as reserved memory (see `store::pages`).
+    reserved: Reservation,
 }
 
 /// Summarises instead of printing megabytes of bits.
@@ -245,7 +272,11 @@ impl PagedBits {
             .try_reserve_exact(npages)
             .map_err(|_| CreateError::OutOfMemory)?;
         pages.resize(npages, None);
-        Ok(PagedBits { pages, len })
+        Ok(PagedBits {
+            pages,
+            len,
+            reserved: Reservation::new(len),
+        })
     }
 
     /// Length of page `p` (the last page is short).
@@ -299,6 +330,7 @@ impl PagedBits {
                 v.try_reserve_exact(len).map_err(|_| AddError::Failed)?;
                 v.resize(len, 0);
                 *slot = Some(Arc::from(v));
+                self.reserved.backed(len as u64);
             }
             Some(page) => {
                 if Arc::get_mut(page).is_none() {
@@ -927,6 +959,16 @@ impl ScalingBloom {
                 .iter()
                 .map(|l| l.data.resident_bytes())
                 .sum::<u64>()
+    }
+
+    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, and the never-written bytes
+    /// not counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
+    pub fn snapshot(&self) -> ScalingBloom {
+        let mut copy = self.clone();
+        for l in &mut copy.links {
+            l.data.reserved.uncount();
+        }
+        copy
     }
 
     /// The BF.INFO figures.

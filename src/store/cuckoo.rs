@@ -71,7 +71,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use super::murmur::murmur64a;
-use super::pages::Page;
+use super::pages::{Page, Reservation};
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -318,6 +318,8 @@ struct Pages {
     /// Bytes per page: a whole number of buckets, at most `PAGE_TARGET`. The last page may be shorter.
     page_len: u64,
     pages: Vec<Option<Arc<[u8]>>>,
+    /// The bytes of never-written pages, counted as reserved memory (see `store::pages`).
+    reserved: Reservation,
 }
 
 impl Pages {
@@ -333,6 +335,7 @@ impl Pages {
             len,
             page_len,
             pages,
+            reserved: Reservation::new(len),
         })
     }
 
@@ -366,6 +369,9 @@ impl Pages {
     fn page_mut(&mut self, p: usize) -> &mut [u8] {
         let size = self.page_size(p);
         let slot = &mut self.pages[p];
+        if slot.is_none() {
+            self.reserved.backed(size as u64);
+        }
         let arc = slot.get_or_insert_with(|| std::iter::repeat_n(0u8, size).collect());
         Arc::make_mut(arc)
     }
@@ -708,6 +714,16 @@ impl CuckooFilter {
             out.extend_from_slice(page.bytes());
         }
         out
+    }
+
+    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, and the never-written bytes
+    /// not counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
+    pub fn snapshot(&self) -> CuckooFilter {
+        let mut copy = self.clone();
+        for f in &mut copy.filters {
+            f.data.reserved.uncount();
+        }
+        copy
     }
 
     /// The scalar fields as a header.

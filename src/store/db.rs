@@ -418,7 +418,7 @@ impl Db {
             if self.is_due(k) {
                 continue;
             }
-            entries.push((k.clone(), v.clone(), self.expires.get(k).copied()));
+            entries.push((k.clone(), v.snapshot(), self.expires.get(k).copied()));
         }
         DbSnapshot { entries }
     }

@@ -22,6 +22,16 @@ pub enum Value {
 }
 
 impl Value {
+    /// A copy for a snapshot: like `clone`, but a filter's never-written bytes are not counted as
+    /// reserved a second time (see `store::pages::Reservation`).
+    pub fn snapshot(&self) -> Value {
+        match self {
+            Value::Bloom(b) => Value::Bloom(Box::new(b.snapshot())),
+            Value::Cuckoo(c) => Value::Cuckoo(Box::new(c.snapshot())),
+            other => other.clone(),
+        }
+    }
+
     /// The name `TYPE` replies with.
     pub fn type_name(&self) -> &'static str {
         match self {
