@@ -92,6 +92,25 @@ pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 pub const SUBSCRIBER_CONTEXT: &str = "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
 /// A background save is already running.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+/// processCommand: a write on a read-only replica from one of its own clients.
+pub const READONLY: &str = "READONLY You can't write against a read only replica.";
+/// processCommand: a write on a primary with fewer good replicas than min-replicas-to-write.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+/// processCommand: replica-serve-stale-data no while the link to the primary is down.
+pub const MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+/// syncCommand: a sub-replica asks a replica that is not synced with its own primary.
+pub const NOMASTERLINK: &str = "NOMASTERLINK Can't SYNC while not connected with my master";
+/// waitCommand on a replica.
+pub const WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.";
+/// getTimeoutFromObjectOrReply (WAIT).
+pub const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+/// replicaofCommand: REPLICAOF's port argument.
+pub const INVALID_MASTER_PORT: &str = "ERR Invalid master port";
+/// syncCommand: PSYNC inside MULTI.
+pub const REPLICA_IN_MULTI: &str = "ERR Replica can't be in MULTI";
+/// scriptCommand KILL with no script running (Sentinel sends it before a failover).
+pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 
 /// An error reply. Renders as the exact text after the `-` of the RESP error line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,8 @@
 //! 3. [`commands`]: the one command table, the dispatcher, and one file per command family.
 //! 4. [`persistence`]: RDB snapshots, save scheduling, DUMP/RESTORE payloads. It knows the keyspace
 //!    and the shared state, never a connection.
+//!    [`replication`] sits beside it: Redis's primary/replica protocol (PSYNC decisions, the
+//!    full-sync RDB stream, the framing of the replica side), with the sockets left to `server`.
 //! 5. [`engine`]: the shared state — the locked keyspace and its statistics, the client registry as
 //!    commands see it, server stats, persistence status, the clock and the memory accounting.
 //! 6. [`store`]: the keyspace and the data structures — pure Rust, no sockets, no RESP, no files
@@ -29,6 +31,7 @@ pub mod limits;
 pub mod numeric;
 pub mod persistence;
 pub mod protocol;
+pub mod replication;
 pub mod server;
 pub mod store;
 

@@ -115,6 +115,12 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
     };
     // Redis's order: P (pub/sub), then x (MULTI); N when none applies.
     let mut flags = String::new();
+    if h.is_replica.load(Ordering::Relaxed) {
+        flags.push('S');
+    }
+    if h.is_master.load(Ordering::Relaxed) {
+        flags.push('M');
+    }
     if ctx.pubsub.is_subscriber(h.id) {
         flags.push('P');
     }
@@ -197,6 +203,21 @@ fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Verbatim(Bytes::from(out)))
 }
 
+/// CLIENT KILL/LIST `TYPE`: normal, replica (or slave), master, pubsub.
+fn client_type_matches(h: &crate::engine::ClientHandle, t: &[u8]) -> bool {
+    let replica = h.is_replica.load(Ordering::Relaxed);
+    let master = h.is_master.load(Ordering::Relaxed);
+    if t.eq_ignore_ascii_case(b"replica") || t.eq_ignore_ascii_case(b"slave") {
+        replica
+    } else if t.eq_ignore_ascii_case(b"master") {
+        master
+    } else if t.eq_ignore_ascii_case(b"normal") {
+        !replica && !master
+    } else {
+        false
+    }
+}
+
 fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
     if argv.len() == 3 {
@@ -222,7 +243,16 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                     return Err(CmdError::Static("ERR client-id should be greater than 0"));
                 }
             }
-            b"addr" | b"laddr" | b"user" | b"type" => {}
+            b"type" => {
+                let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
+                if !known.iter().any(|k| v.eq_ignore_ascii_case(k)) {
+                    return Err(CmdError::Owned(format!(
+                        "ERR Unknown client type '{}'",
+                        String::from_utf8_lossy(v)
+                    )));
+                }
+            }
+            b"addr" | b"laddr" | b"user" => {}
             b"skipme" => {
                 skipme = if v.eq_ignore_ascii_case(b"yes") {
                     true
@@ -248,7 +278,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             b"addr" => h.addr.to_string().as_bytes() == &v[..],
             b"laddr" => h.laddr.to_string().as_bytes() == &v[..],
             b"user" => &v[..] == b"default",
-            b"type" => v.eq_ignore_ascii_case(b"normal"),
+            b"type" => client_type_matches(h, v),
             _ => false,
         });
         if ok {

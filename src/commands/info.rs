@@ -149,12 +149,15 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let s = &shared.stats;
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
                 s.net_input_bytes.load(Ordering::Relaxed),
                 s.net_output_bytes.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
+                ctx.repl.sync_full,
+                ctx.repl.sync_partial_ok,
+                ctx.repl.sync_partial_err,
                 s.expired_keys.load(Ordering::Relaxed)
                     + ctx.store.dbs.iter().map(|d| d.lazy_expired).sum::<u64>(),
                 ctx.pubsub.len(Kind::Channel),
@@ -164,11 +167,9 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
         }
         "replication" => {
-            let _ = write!(
-                out,
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-                shared.run_id
-            );
+            out.push_str(&super::replication::info_section(
+                shared, ctx.repl, ctx.now_ms,
+            ));
         }
         "cpu" => {
             let (user, sys) = cpu_times();

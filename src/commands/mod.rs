@@ -38,6 +38,7 @@ pub mod introspection;
 pub mod keyspace;
 pub mod persistence;
 pub mod pubsub;
+pub mod replication;
 pub mod server;
 pub mod strings;
 pub mod tdigest;
@@ -164,6 +165,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     topk::COMMANDS,
     persistence::COMMANDS,
     pubsub::COMMANDS,
+    replication::COMMANDS,
 ];
 
 /// Index over [`FAMILIES`] by lower-case name, built once.
@@ -249,6 +251,15 @@ pub enum Action {
     Close,
     /// SHUTDOWN: the handler already saved (if it had to); stop the server.
     Shutdown,
+    /// PSYNC/SYNC: the connection becomes a replica link (`server::replica`).
+    Replicate { replid: Bytes, offset: Bytes },
+    /// WAIT: reply with the number of replicas that acknowledged `offset`, once `numreplicas` did
+    /// or `timeout_ms` passed (0 = no timeout).
+    Wait {
+        numreplicas: usize,
+        timeout_ms: u64,
+        offset: u64,
+    },
 }
 
 /// What one connection's commands can see and change about that connection.
@@ -266,6 +277,11 @@ pub struct ClientState {
     pub action: Option<Action>,
     /// EXEC is running this client's queued commands (Redis's DENY_BLOCKING while in MULTI).
     pub in_exec: bool,
+    /// This connection applies our primary's replication stream: it may write on a read-only
+    /// replica, and what it executes is not propagated again (its bytes are forwarded verbatim).
+    pub is_master: bool,
+    /// What REPLCONF said before PSYNC.
+    pub replconf: crate::engine::repl::ReplConf,
 }
 
 impl ClientState {
@@ -280,6 +296,8 @@ impl ClientState {
             watches: Vec::new(),
             action: None,
             in_exec: false,
+            is_master: false,
+            replconf: Default::default(),
         }
     }
 
@@ -304,6 +322,8 @@ pub struct Ctx<'a> {
     pub now_ms: u64,
     pub stats: &'a mut Vec<CommandStat>,
     pub error_stats: &'a mut HashMap<String, u64>,
+    /// Replication state (ids, offset, backlog, replicas, our primary).
+    pub repl: &'a mut crate::engine::repl::ReplState,
 }
 
 impl Ctx<'_> {
@@ -414,6 +434,13 @@ fn dispatch_inner(
         }
         return Reply::Status("QUEUED");
     }
+    if let Some(refusal) = replication::refuse(shared, &engine.repl, client, spec, now_ms) {
+        engine.stats[index].rejected += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(refusal);
+    }
     if let Some(refusal) = refuse(shared, spec) {
         engine.stats[index].rejected += 1;
         if client.multi.is_some() {
@@ -477,6 +504,7 @@ pub fn run(
         now_ms,
         stats: &mut engine.stats,
         error_stats: &mut engine.error_stats,
+        repl: &mut engine.repl,
     };
     execute(&mut ctx, index, spec, argv)
 }

@@ -61,6 +61,30 @@ pub struct Config {
     pub cf_max_expansions: u32,
     /// Path of the config file, for CONFIG REWRITE.
     pub config_file: Option<String>,
+    // ---- replication (issue 12) ----
+    /// `replicaof <host> <port>`: start as a replica of that primary.
+    pub replicaof: Option<(String, u16)>,
+    pub masterauth: Option<String>,
+    pub masteruser: Option<String>,
+    pub replica_read_only: bool,
+    pub replica_serve_stale_data: bool,
+    /// Seconds without data from the other side before a link is dropped.
+    pub repl_timeout: u64,
+    pub replica_priority: u64,
+    pub replica_announce_ip: Option<String>,
+    /// 0 = announce the listening port.
+    pub replica_announce_port: u16,
+    pub replica_announced: bool,
+    pub repl_backlog_size: u64,
+    /// Seconds a primary keeps its backlog with no replica attached (0 = forever).
+    pub repl_backlog_ttl: u64,
+    pub repl_ping_replica_period: u64,
+    pub repl_diskless_sync: bool,
+    pub repl_diskless_sync_delay: u64,
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag: u64,
+    /// `client-output-buffer-limit replica <hard> <soft> <seconds>`.
+    pub obuf_limit_replica: (u64, u64, u64),
 }
 
 impl Default for Config {
@@ -102,6 +126,24 @@ impl Default for Config {
             cf_expansion_factor: 1,
             cf_max_expansions: 32,
             config_file: None,
+            replicaof: None,
+            masterauth: None,
+            masteruser: None,
+            replica_read_only: true,
+            replica_serve_stale_data: true,
+            repl_timeout: 60,
+            replica_priority: 100,
+            replica_announce_ip: None,
+            replica_announce_port: 0,
+            replica_announced: true,
+            repl_backlog_size: 1024 * 1024,
+            repl_backlog_ttl: 3600,
+            repl_ping_replica_period: 10,
+            repl_diskless_sync: true,
+            repl_diskless_sync_delay: 5,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
+            obuf_limit_replica: (256 * 1024 * 1024, 64 * 1024 * 1024, 60),
         }
     }
 }
@@ -621,6 +663,216 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
     },
+    Directive {
+        name: "replicaof",
+        doc: "Replicate <host> <port> at startup (REPLICAOF at run time).",
+        mutable: false,
+        get: |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(),
+        set: |c, a| {
+            let words: Vec<&str> = a.iter().flat_map(|s| s.split_whitespace()).collect();
+            c.replicaof = match words[..] {
+                [] => None,
+                [h, p] if h.eq_ignore_ascii_case("no") && p.eq_ignore_ascii_case("one") => None,
+                [h, p] => Some((
+                    h.to_string(),
+                    p.parse().map_err(|_| "Invalid master port".to_string())?,
+                )),
+                _ => return Err("wrong number of arguments".into()),
+            };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "masterauth",
+        doc: "Password this replica sends to its primary.",
+        mutable: true,
+        get: |c| c.masterauth.clone().unwrap_or_default(),
+        set: |c, a| {
+            let v = a.join(" ");
+            c.masterauth = if v.is_empty() { None } else { Some(v) };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "masteruser",
+        doc: "ACL user this replica authenticates as (AUTH <user> <pass>).",
+        mutable: true,
+        get: |c| c.masteruser.clone().unwrap_or_default(),
+        set: |c, a| {
+            let v = a.join(" ");
+            c.masteruser = if v.is_empty() { None } else { Some(v) };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-read-only",
+        doc: "A replica refuses writes from its own clients.",
+        mutable: true,
+        get: |c| yes_no(c.replica_read_only),
+        set: |c, a| {
+            c.replica_read_only = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-serve-stale-data",
+        doc: "While the link to the primary is down, keep answering reads (no = -MASTERDOWN).",
+        mutable: true,
+        get: |c| yes_no(c.replica_serve_stale_data),
+        set: |c, a| {
+            c.replica_serve_stale_data = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-timeout",
+        doc: "Seconds of silence after which a replication link is dropped.",
+        mutable: true,
+        get: |c| c.repl_timeout.to_string(),
+        set: |c, a| {
+            c.repl_timeout = parse_num(a, 1, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-priority",
+        doc: "Sentinel promotes the replica with the lowest priority (0 = never).",
+        mutable: true,
+        get: |c| c.replica_priority.to_string(),
+        set: |c, a| {
+            c.replica_priority = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-announce-ip",
+        doc: "Address this replica announces to its primary.",
+        mutable: true,
+        get: |c| c.replica_announce_ip.clone().unwrap_or_default(),
+        set: |c, a| {
+            let v = a.join(" ");
+            c.replica_announce_ip = if v.is_empty() { None } else { Some(v) };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-announce-port",
+        doc: "Port this replica announces to its primary (0 = the listening port).",
+        mutable: true,
+        get: |c| c.replica_announce_port.to_string(),
+        set: |c, a| {
+            c.replica_announce_port = parse_num(a, 0, 65535)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "replica-announced",
+        doc: "Whether Sentinel should list this replica.",
+        mutable: true,
+        get: |c| yes_no(c.replica_announced),
+        set: |c, a| {
+            c.replica_announced = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-backlog-size",
+        doc: "Bytes of the replication stream kept for partial resyncs.",
+        mutable: true,
+        get: |c| c.repl_backlog_size.to_string(),
+        set: |c, a| {
+            c.repl_backlog_size = parse_memory(one(a)?)?.max(16 * 1024);
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-backlog-ttl",
+        doc: "Seconds a primary without replicas keeps its backlog (0 = forever).",
+        mutable: true,
+        get: |c| c.repl_backlog_ttl.to_string(),
+        set: |c, a| {
+            c.repl_backlog_ttl = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-ping-replica-period",
+        doc: "A primary PINGs its replicas every this many seconds.",
+        mutable: true,
+        get: |c| c.repl_ping_replica_period.to_string(),
+        set: |c, a| {
+            c.repl_ping_replica_period = parse_num(a, 1, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-diskless-sync",
+        doc: "Stream full-sync snapshots to replicas without a file ($EOF: framing).",
+        mutable: true,
+        get: |c| yes_no(c.repl_diskless_sync),
+        set: |c, a| {
+            c.repl_diskless_sync = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "repl-diskless-sync-delay",
+        doc: "Accepted for compatibility; hyperbloom starts each full sync at once.",
+        mutable: true,
+        get: |c| c.repl_diskless_sync_delay.to_string(),
+        set: |c, a| {
+            c.repl_diskless_sync_delay = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "min-replicas-to-write",
+        doc: "Refuse writes unless this many replicas acknowledged within min-replicas-max-lag.",
+        mutable: true,
+        get: |c| c.min_replicas_to_write.to_string(),
+        set: |c, a| {
+            c.min_replicas_to_write = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "min-replicas-max-lag",
+        doc: "Seconds since a replica's last ACK for it to count toward min-replicas-to-write.",
+        mutable: true,
+        get: |c| c.min_replicas_max_lag.to_string(),
+        set: |c, a| {
+            c.min_replicas_max_lag = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "client-output-buffer-limit",
+        doc: "Per class <class> <hard> <soft> <seconds>; only the replica class is enforced here.",
+        mutable: true,
+        get: |c| {
+            let (h, s, t) = c.obuf_limit_replica;
+            format!("normal 0 0 0 slave {h} {s} {t} pubsub 33554432 8388608 60")
+        },
+        set: |c, a| {
+            let words: Vec<&str> = a.iter().flat_map(|s| s.split_whitespace()).collect();
+            if words.is_empty() || !words.len().is_multiple_of(4) {
+                return Err("Wrong number of arguments in buffer limit configuration.".into());
+            }
+            for w in words.chunks(4) {
+                let class = w[0].to_ascii_lowercase();
+                if !["normal", "replica", "slave", "pubsub"].contains(&class.as_str()) {
+                    return Err("Invalid client class specified in buffer limit configuration.".into());
+                }
+                let hard = parse_memory(w[1]).map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
+                let soft = parse_memory(w[2]).map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
+                let secs = w[3].parse::<u64>().map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
+                if class == "replica" || class == "slave" {
+                    c.obuf_limit_replica = (hard, soft, secs);
+                }
+            }
+            Ok(())
+        },
+    },
 ];
 
 /// Directives accepted and ignored, so command lines written for redis-server (and test harnesses such
@@ -647,13 +899,29 @@ pub static IGNORED: &[&str] = &[
     "syslog-enabled",
     "activerehashing",
     "jemalloc-bg-thread",
-    "repl-diskless-sync",
     "rdb-del-sync-files",
     "crash-log-enabled",
     "crash-memcheck-enabled",
 ];
 
+/// Redis's old names for the replication directives.
+pub static ALIASES: &[(&str, &str)] = &[
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
+    ("slave-priority", "replica-priority"),
+    ("slave-announce-ip", "replica-announce-ip"),
+    ("slave-announce-port", "replica-announce-port"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
+];
+
 pub fn find(name: &str) -> Option<&'static Directive> {
+    let name = ALIASES
+        .iter()
+        .find(|(old, _)| old.eq_ignore_ascii_case(name))
+        .map_or(name, |(_, new)| new);
     DIRECTIVES
         .iter()
         .find(|d| d.name.eq_ignore_ascii_case(name))

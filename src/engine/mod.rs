@@ -14,6 +14,7 @@ use crate::store::db::Store;
 
 pub mod alloc;
 pub mod pubsub;
+pub mod repl;
 pub mod shared;
 
 pub use shared::{BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
@@ -37,6 +38,8 @@ pub struct Engine {
     pub error_stats: HashMap<String, u64>,
     /// Every client's channel, pattern and shard-channel subscriptions.
     pub pubsub: pubsub::PubSub,
+    /// Replication: ids, offset, backlog, replicas, the link to our primary.
+    pub repl: repl::ReplState,
 }
 
 impl Engine {
@@ -48,6 +51,7 @@ impl Engine {
             stats: vec![CommandStat::default(); commands],
             error_stats: HashMap::new(),
             pubsub: pubsub::PubSub::new(),
+            repl: repl::ReplState::new(shared::new_run_id()),
         }
     }
 }

@@ -29,6 +29,10 @@ pub struct ClientHandle {
     pub last_cmd: AtomicUsize,
     pub proto: AtomicUsize,
     pub multi: AtomicBool,
+    /// A replica of ours (after PSYNC): CLIENT LIST flag S, CLIENT KILL TYPE replica.
+    pub is_replica: AtomicBool,
+    /// The link to our primary: flag M, CLIENT KILL TYPE master.
+    pub is_master: AtomicBool,
     /// Set by CLIENT KILL; the connection closes when notified.
     pub killed: AtomicBool,
     pub kill: Notify,
@@ -51,6 +55,8 @@ impl ClientHandle {
             last_cmd: AtomicUsize::new(0),
             proto: AtomicUsize::new(2),
             multi: AtomicBool::new(false),
+            is_replica: AtomicBool::new(false),
+            is_master: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             outbox: Default::default(),
@@ -71,6 +77,8 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    pub net_repl_input_bytes: AtomicU64,
+    pub net_repl_output_bytes: AtomicU64,
 }
 
 /// Persistence status (INFO persistence, LASTSAVE).
@@ -125,6 +133,27 @@ pub struct BgJob {
     pub started: Instant,
 }
 
+/// The replication settings read on every write, without the config lock.
+#[derive(Default)]
+pub struct ReplKnobs {
+    pub min_replicas_to_write: AtomicU64,
+    pub min_replicas_max_lag: AtomicU64,
+    pub read_only: AtomicBool,
+    pub serve_stale: AtomicBool,
+}
+
+impl ReplKnobs {
+    pub fn update(&self, c: &Config) {
+        self.min_replicas_to_write
+            .store(c.min_replicas_to_write, Ordering::Relaxed);
+        self.min_replicas_max_lag
+            .store(c.min_replicas_max_lag, Ordering::Relaxed);
+        self.read_only.store(c.replica_read_only, Ordering::Relaxed);
+        self.serve_stale
+            .store(c.replica_serve_stale_data, Ordering::Relaxed);
+    }
+}
+
 /// Everything connections share. Held in an `Arc`.
 pub struct Shared {
     pub config: RwLock<Config>,
@@ -144,7 +173,16 @@ pub struct Shared {
     pub config_gen: AtomicU64,
     /// Mirrors of config values read on the hot path without the config lock.
     pub maxmemory: AtomicU64,
+    /// Mirrors of the replication settings the dispatcher checks per write.
+    pub repl_knobs: ReplKnobs,
     pub persistence: Mutex<PersistenceStatus>,
+    /// Carries `master_repl_offset` after each batch that fed the replication stream: replica
+    /// tasks wait on it for bytes to send.
+    pub repl_fed: tokio::sync::watch::Sender<u64>,
+    /// Woken when a replica acknowledges an offset (WAIT).
+    pub repl_acked: Notify,
+    /// Bumped by REPLICAOF: the replica-link supervisor (server/) restarts its link.
+    pub repl_target: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -152,6 +190,8 @@ impl Shared {
     pub fn new(config: Config, commands: usize) -> Arc<Shared> {
         let engine = Engine::new(config.databases, commands);
         let maxmemory = config.maxmemory;
+        let knobs = ReplKnobs::default();
+        knobs.update(&config);
         Arc::new(Shared {
             config: RwLock::new(config),
             engine: Mutex::new(engine),
@@ -159,13 +199,17 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             stats: Stats::default(),
             started: Instant::now(),
-            run_id: make_run_id(),
+            run_id: new_run_id(),
             port: AtomicUsize::new(0),
             shutdown: tokio::sync::watch::channel(false).0,
             loading: AtomicBool::new(false),
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
+            repl_knobs: knobs,
             persistence: Mutex::new(PersistenceStatus::default()),
+            repl_fed: tokio::sync::watch::channel(0).0,
+            repl_acked: Notify::new(),
+            repl_target: tokio::sync::watch::channel(0).0,
         })
     }
 
@@ -176,6 +220,7 @@ impl Shared {
 
     /// Installs a new configuration; connections pick it up at their next read.
     pub fn replace_config(&self, config: Config) {
+        self.repl_knobs.update(&config);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         // After the write, so a connection that sees the new generation reads the new values.
         self.config_gen.fetch_add(1, Ordering::Release);
@@ -216,7 +261,8 @@ impl Shared {
     }
 }
 
-fn make_run_id() -> String {
+/// 40 random hex characters: a run id or a replication id.
+pub fn new_run_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut out = String::with_capacity(40);
     let state = ahash::RandomState::new();

@@ -34,6 +34,7 @@ pub async fn serve(
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut requests: Vec<Vec<Bytes>> = Vec::new();
+    let mut resume = false;
     // Config values read per request, cached until a CONFIG SET moves the generation.
     let mut config_gen = u64::MAX;
     let (mut idle_timeout, mut max_bulk_len, mut query_limit) = (0u64, 0usize, 0usize);
@@ -50,27 +51,33 @@ pub async fn serve(
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
         }
-        let read = async {
-            if idle_timeout > 0 {
-                match tokio::time::timeout(
-                    Duration::from_secs(idle_timeout),
-                    stream.read_buf(&mut inbuf),
-                )
-                .await
-                {
-                    Ok(r) => r.map(Some),
-                    Err(_) => Ok(None),
+        // After a WAIT, the rest of the pipeline is already here: run it before reading more.
+        let resuming = std::mem::take(&mut resume) && resumed_round(&requests, &inbuf);
+        let n = if resuming {
+            Ok(Some(usize::MAX))
+        } else {
+            let read = async {
+                if idle_timeout > 0 {
+                    match tokio::time::timeout(
+                        Duration::from_secs(idle_timeout),
+                        stream.read_buf(&mut inbuf),
+                    )
+                    .await
+                    {
+                        Ok(r) => r.map(Some),
+                        Err(_) => Ok(None),
+                    }
+                } else {
+                    stream.read_buf(&mut inbuf).await.map(Some)
                 }
-            } else {
-                stream.read_buf(&mut inbuf).await.map(Some)
+            };
+            tokio::select! {
+                r = read => r,
+                // Pub/sub messages and other pushes: write them without waiting for a request.
+                _ = handle.outbox.ready.notified() => Ok(Some(usize::MAX)),
+                _ = handle.kill.notified() => break 'conn,
+                _ = shutdown.changed() => break 'conn,
             }
-        };
-        let n = tokio::select! {
-            r = read => r,
-            // Pub/sub messages and other pushes: write them without waiting for a request.
-            _ = handle.outbox.ready.notified() => Ok(Some(usize::MAX)),
-            _ = handle.kill.notified() => break 'conn,
-            _ = shutdown.changed() => break 'conn,
         };
         match n {
             Ok(Some(usize::MAX)) => {}
@@ -120,16 +127,19 @@ pub async fn serve(
                 // Pushes published before this batch go out before its replies; pushes a command
                 // sends to this very client go out before that command's reply, as in Redis.
                 handle.outbox.drain_into(&mut outbuf);
-                for argv in requests.drain(..) {
-                    let reply = commands::dispatch(&shared, &mut engine, &mut client, &argv, now);
+                let mut done = 0;
+                for argv in requests.iter() {
+                    let reply = commands::dispatch(&shared, &mut engine, &mut client, argv, now);
                     handle.outbox.drain_into(&mut outbuf);
                     reply.encode(client.proto, &mut outbuf);
+                    done += 1;
                     if client.action.is_some() {
                         break;
                     }
                 }
+                super::replica::notify_fed(&shared, &mut engine);
                 drop(engine);
-                requests.clear();
+                requests.drain(..done);
             }
             if let Some(e) = protocol_error {
                 // Redis replies with the protocol error, then closes once replies are written.
@@ -188,6 +198,40 @@ pub async fn serve(
                 shared.request_shutdown();
                 break;
             }
+            Some(Action::Replicate { replid, offset }) => {
+                requests.clear();
+                let rest = std::mem::take(&mut inbuf);
+                super::replica::serve(
+                    shared.clone(),
+                    stream,
+                    &client,
+                    rest,
+                    replid,
+                    offset,
+                    shutdown,
+                )
+                .await;
+                let mut engine = shared.engine();
+                client.unwatch_all(&mut engine.store);
+                drop(engine);
+                shared.clients().remove(&handle.id);
+                return;
+            }
+            Some(Action::Wait {
+                numreplicas,
+                timeout_ms,
+                offset,
+            }) => {
+                let n =
+                    super::replica::wait_acks(&shared, &handle, numreplicas, timeout_ms, offset)
+                        .await;
+                crate::protocol::Reply::Int(n as i64).encode(client.proto, &mut outbuf);
+                if stream.write_all(&outbuf).await.is_err() {
+                    break;
+                }
+                outbuf.clear();
+                resume = true;
+            }
             None => {}
         }
     }
@@ -199,4 +243,9 @@ pub async fn serve(
         engine.pubsub.remove_client(handle.id);
     }
     shared.clients().remove(&handle.id);
+}
+
+/// True when a round without a read still has work: queued requests or unparsed input.
+fn resumed_round(requests: &[Vec<Bytes>], inbuf: &BytesMut) -> bool {
+    !requests.is_empty() || !inbuf.is_empty()
 }

@@ -27,6 +27,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket};
 
 pub mod connection;
+pub mod link;
+pub mod replica;
 
 use crate::config::Config;
 use crate::engine::ClientHandle;
@@ -134,6 +136,19 @@ pub async fn run(
         accept_tasks.push(tokio::spawn(accept_loop(listener, shared)));
     }
     let cron = tokio::spawn(cron(shared.clone()));
+    // `replicaof` in the configuration: start as a replica.
+    let replicaof = shared.config().replicaof.clone();
+    if let Some((host, port)) = replicaof {
+        let mut engine = shared.engine();
+        crate::commands::replication::set_master(
+            &shared,
+            &mut engine.repl,
+            host,
+            port,
+            crate::commands::now_ms(),
+        );
+    }
+    let link = tokio::spawn(link::supervisor(shared.clone()));
     let mut stop = shared.shutdown.subscribe();
     let external = tokio::select! {
         _ = shutdown => true,
@@ -148,6 +163,7 @@ pub async fn run(
         t.abort();
     }
     cron.abort();
+    link.abort();
     // Give connections a moment to flush their last replies.
     for _ in 0..50 {
         if shared.clients().is_empty() {
@@ -226,14 +242,21 @@ fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
 
 /// The background cron: active expiry and save points, `hz` times a second.
 async fn cron(shared: Arc<Shared>) {
+    let mut last_second = 0u64;
     loop {
         let hz = shared.config().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         let now = crate::commands::now_ms();
+        if now / 1000 != last_second {
+            last_second = now / 1000;
+            replica::cron(&shared, last_second);
+        }
         {
             let mut engine = shared.engine();
+            // A replica never expires keys itself: its primary sends the DELs (as in Redis).
+            let is_replica = engine.repl.master.is_some();
             let mut expired = 0;
-            for db in engine.store.dbs.iter_mut() {
+            for db in engine.store.dbs.iter_mut().filter(|_| !is_replica) {
                 db.now_ms = now;
                 expired += db.active_expire(2000);
             }
