@@ -9,7 +9,8 @@ hyperbloom/redis (above 1 = hyperbloom faster).
 
 Tests: redis-benchmark's own PING_INLINE, PING_MBULK, SET, GET, INCR, MSET (`-t ... --csv`), then custom
 commands for the probabilistic families (BF.ADD / BF.EXISTS / BF.MADD of 10, PFADD, PFCOUNT of one key,
-PFCOUNT and PFMERGE of three dense HLLs, CF.ADD / CF.EXISTS). A test runs on a server only if that
+PFCOUNT and PFMERGE of three dense HLLs, CF.ADD / CF.EXISTS, TDIGEST.ADD / QUANTILE, CMS.INCRBY /
+CMS.QUERY on a 2000 × 7 sketch, TOPK.ADD on a k = 50, 2000 × 7 sketch). A test runs on a server only if that
 server knows its command (COMMAND INFO), so Redis runs the core and PF tests only, and hyperbloom runs
 whatever exists in the build.
 
@@ -60,6 +61,9 @@ CUSTOM = [
     ("CF.EXISTS", ["CF.EXISTS", "bench:cf", "__rand_int__"], ["cf.exists"]),
     ("TDIGEST.ADD", ["TDIGEST.ADD", "bench:td", "__rand_int__"], ["tdigest.add"]),
     ("TDIGEST.QUANTILE (2)", ["TDIGEST.QUANTILE", "bench:tdq", "0.5", "0.99"], ["tdigest.quantile"]),
+    ("CMS.INCRBY", ["CMS.INCRBY", "bench:cms", "__rand_int__", "1"], ["cms.incrby"]),
+    ("CMS.QUERY", ["CMS.QUERY", "bench:cms", "__rand_int__"], ["cms.query"]),
+    ("TOPK.ADD", ["TOPK.ADD", "bench:topk", "__rand_int__"], ["topk.add"]),
 ]
 
 
@@ -175,6 +179,10 @@ def prepare(server: Server) -> None:
         call(server.port, "TDIGEST.CREATE", "bench:td")
         call(server.port, "TDIGEST.CREATE", "bench:tdq")
         call(server.port, "TDIGEST.ADD", "bench:tdq", *[str((i * 7919) % 100003) for i in range(20000)])
+    if has_command(server.port, "cms.initbyprob"):
+        call(server.port, "CMS.INITBYPROB", "bench:cms", "0.001", "0.01")
+    if has_command(server.port, "topk.reserve"):
+        call(server.port, "TOPK.RESERVE", "bench:topk", "50", "2000", "7", "0.925")
     if has_command(server.port, "pfadd"):
         for key in ("bench:hll", "bench:d1", "bench:d2", "bench:d3"):
             call(server.port, "PFADD", key, *[f"{key}:{i}" for i in range(20000)])

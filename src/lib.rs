@@ -14,8 +14,8 @@
 //!    commands see it, server stats, persistence status, the clock and the memory accounting.
 //! 6. [`store`]: the keyspace and the data structures — pure Rust, no sockets, no RESP, no files
 //!    ([`store::hll`]: HyperLogLog strings; [`store::cuckoo`]: cuckoo filters; [`store::bloom`]:
-//!    scalable Bloom filters; [`store::tdigest`]: t-digests; [`store::murmur`]: the MurmurHash2
-//!    family).
+//!    scalable Bloom filters; [`store::tdigest`]: t-digests; [`store::cms`]: count-min sketches;
+//!    [`store::topk`]: Top-K (HeavyKeeper) sketches; [`store::murmur`]: the MurmurHash2 family).
 //! 7. The bottom, importing nothing above it: [`protocol`] (the request parser and the RESP2/RESP3
 //!    reply encoder), [`config`] (the redis.conf-style configuration shared by the file and the
 //!    `--flags`), [`error`] (every client-visible error string as a named constant), [`glob`]
