@@ -5,6 +5,8 @@
 #   scripts/bench-load.sh                  # -n 100000, 3 rounds
 #   scripts/bench-load.sh --quick          # -n 20000: a smoke run
 #   scripts/bench-load.sh -n 200000 -r 5 --only 'SET|GET|PF'
+#   scripts/bench-load.sh --pin                 # server on core 1, client on core 0; server CPU µs/request
+#   scripts/bench-load.sh --callgrind -P 16,1   # instructions/request under valgrind (load-independent)
 #
 # See scripts/bench_load.py --help for every option. Needs redis-server and redis-tools (Debian
 # packages; scripts/test.sh installs them) and python3.

@@ -14,8 +14,22 @@ CMS.QUERY on a 2000 × 7 sketch, TOPK.ADD on a k = 50, 2000 × 7 sketch). A test
 server knows its command (COMMAND INFO), so Redis runs the core and PF tests only, and hyperbloom runs
 whatever exists in the build.
 
+Server CPU per request: every run also reads the server's utime+stime from /proc/PID/stat before and
+after, and reports microseconds of server CPU per request (the issue-15 measure; unlike throughput it
+is not capped by redis-benchmark's own single core). `--pin` runs each server on core 1 and
+redis-benchmark on core 0 (taskset), so the two never share a core.
+
+`--callgrind` instead counts userspace instructions per request: for each test a fresh server runs
+under `valgrind --tool=callgrind`, is prepared, serves -n requests from ONE client (-c 1) at each -P,
+and exits; an idle baseline (start, prepare, exit) is subtracted and the difference divided by -n.
+Instruction counts do not depend on the machine's load, so this is the mode to use on a busy box.
+
+`--redis-module PATH` loads a module (e.g. RedisBloom's .so) into the reference server, so the BF/CF
+rows get a reference too; without it Redis runs the core and PF tests only.
+
 Usage: scripts/bench-load.sh [-n REQUESTS] [-r ROUNDS] [--quick] [-c CLIENTS] [-P 16,1] [--only REGEX]
-Only the Python standard library is needed.
+                             [--pin] [--callgrind] [--redis-module PATH]
+Only the Python standard library is needed (and valgrind for --callgrind).
 """
 
 from __future__ import annotations
@@ -129,15 +143,15 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, name: str, argv_for_port):
+    def __init__(self, name: str, argv_for_port, wrapper=(), ready_timeout=30):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
         self.port = free_port()
         self.log = open(Path(self.dir) / "server.log", "wb")
-        self.proc = subprocess.Popen(argv_for_port(self.port, self.dir), stdout=self.log,
+        self.proc = subprocess.Popen(list(wrapper) + argv_for_port(self.port, self.dir), stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir,
                                      start_new_session=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + ready_timeout
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{name} exited: {(Path(self.dir) / 'server.log').read_text()}")
@@ -147,7 +161,7 @@ class Server:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name} not ready after 30s")
+                raise RuntimeError(f"{name} not ready after {ready_timeout}s")
             time.sleep(0.02)
         self.version = self._version()
 
@@ -156,11 +170,18 @@ class Server:
         m = re.search(r"redis_version:(\S+)", info)
         return m.group(1) if m else "?"
 
-    def stop(self) -> None:
+    def cpu_seconds(self) -> float:
+        """utime + stime of the server process (all threads), from /proc/PID/stat."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, timeout: float = 10) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -193,14 +214,17 @@ def prepare(server: Server) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def benchmark(bench_bin: str, port: int, args: argparse.Namespace, pipeline: int, extra: list[str]):
+def benchmark(bench_bin: str, port: int, args: argparse.Namespace, pipeline: int, extra: list[str],
+              clients: int | None = None):
     """Runs redis-benchmark --csv; returns {test name: rps} (empty on failure, with a warning)."""
-    cmd = [bench_bin, "-h", "127.0.0.1", "-p", str(port), "-c", str(args.clients), "-n", str(args.requests),
-           "-P", str(pipeline), "-r", "1000000", "-q", "--csv"]
+    cmd = [bench_bin, "-h", "127.0.0.1", "-p", str(port), "-c", str(clients or args.clients), "-n",
+           str(args.requests), "-P", str(pipeline), "-r", "1000000", "-q", "--csv"]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     cmd += extra
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    if args.pin:
+        cmd = ["taskset", "-c", CLIENT_CORE] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, stdin=subprocess.DEVNULL)
     out = {}
     for row in csv.reader(io.StringIO(p.stdout)):
         if len(row) >= 2 and row[0] != "test":
@@ -214,102 +238,191 @@ def benchmark(bench_bin: str, port: int, args: argparse.Namespace, pipeline: int
     return out
 
 
+SERVER_CORE, CLIENT_CORE = "1", "0"
+
+
+def server_argv(args: argparse.Namespace, hb_bin: str):
+    hb = lambda port, d: [hb_bin, "--port", str(port), "--save", "", "--bind",  # noqa: E731
+                          "127.0.0.1", "--dir", d, "--loglevel", "warning"]
+    rd_extra = ["--loadmodule", args.redis_module] if args.redis_module else []
+    rd = lambda port, d: [args.redis_server, "--port", str(port), "--save", "",  # noqa: E731
+                          "--appendonly", "no", "--daemonize", "no", "--bind",
+                          "127.0.0.1", "--dir", d, "--loglevel", "warning"] + rd_extra
+    return [("hyperbloom", hb), ("redis", rd)]
+
+
+def machine_line(args) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    pin = f"; pinned: server on core {SERVER_CORE}, client on core {CLIENT_CORE}" if args.pin else ""
+    return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
+            f"load average {os.getloadavg()[0]:.1f}{pin}")
+
+
+def tests_for(args):
+    only = re.compile(args.only) if args.only else None
+    std = [t for t in STANDARD if not only or only.search(t[1])]
+    custom = [t for t in CUSTOM if not only or only.search(t[0])]
+    # (label, redis-benchmark extra args, commands needed)
+    return [(t[1], ["-t", t[0]], [t[2]]) for t in std] + [(t[0], t[1], t[2]) for t in custom]
+
+
+def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
+    """Instructions per request: (Ir of a server that served N requests - Ir of an idle one) / N."""
+    tests = tests_for(args)
+    results = {}
+    started = time.monotonic()
+
+    def one(name, argv, test, pipeline):
+        out = tempfile.mktemp(prefix=f"cg-{name}-", suffix=".out")
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        if args.pin:
+            wrapper = ["taskset", "-c", SERVER_CORE] + wrapper
+        s = Server(name, argv, wrapper, ready_timeout=300)
+        try:
+            prepare(s)
+            if test is not None:
+                if not all(has_command(s.port, c) for c in test[2]):
+                    return None
+                benchmark(args.redis_benchmark, s.port, args, pipeline, test[1], clients=1)
+        finally:
+            s.stop(timeout=300)
+        try:
+            text = Path(out).read_text(errors="replace")
+        finally:
+            Path(out).unlink(missing_ok=True)
+        m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+        return int(m.group(1)) if m else None
+
+    for name, argv in server_argv(args, hb_bin):
+        idle = one(name, argv, None, 1)
+        print(f"{name}: idle baseline {idle:,} Ir", file=sys.stderr)
+        for pipeline in pipelines:
+            for test in tests:
+                total = one(name, argv, test, pipeline)
+                if total is not None and idle is not None:
+                    results[(name, pipeline, test[0])] = (total - idle) / args.requests
+                    print(f"  {name} -P {pipeline} {test[0]}: {results[(name, pipeline, test[0])]:,.0f} Ir/req",
+                          file=sys.stderr)
+    print()
+    print(f"callgrind, userspace instructions per request (whole server process, minus an idle baseline); "
+          f"redis-benchmark -c 1 -n {args.requests}; {machine_line(args)}; {time.monotonic() - started:.0f}s")
+    print()
+    print("| test | -P | hyperbloom Ir/req | redis Ir/req | redis/hyperbloom | hyperbloom vs its PING |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for pipeline in pipelines:
+        ping = results.get(("hyperbloom", pipeline, "PING_MBULK"))
+        for label, _, _ in tests:
+            h = results.get(("hyperbloom", pipeline, label))
+            r = results.get(("redis", pipeline, label))
+            if h is None and r is None:
+                continue
+            ratio = f"{r / h:.2f}" if h and r else "—"
+            vs = f"{h / ping:.2f}×" if h and ping else "—"
+            fmt = lambda v: f"{v:,.0f}" if v is not None else "—"  # noqa: E731
+            print(f"| {label} | {pipeline} | {fmt(h)} | {fmt(r)} | {ratio} | {vs} |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-n", "--requests", type=int, default=None, help="requests per test (default 100000; 20000 with --quick)")
+    ap.add_argument("-n", "--requests", type=int, default=None,
+                    help="requests per test (default 100000; 20000 with --quick or --callgrind)")
     ap.add_argument("-r", "--rounds", type=int, default=3, help="alternating rounds (default 3)")
     ap.add_argument("--quick", action="store_true", help="fewer requests per test: a smoke run, noisier numbers")
     ap.add_argument("-c", "--clients", type=int, default=50)
     ap.add_argument("-P", "--pipelines", default="16,1", help="pipeline depths, comma-separated (default 16,1)")
     ap.add_argument("--threads", type=int, default=0, help="redis-benchmark --threads (default: its single thread)")
     ap.add_argument("--only", default=None, help="regex: run only the tests whose label matches")
+    ap.add_argument("--pin", action="store_true",
+                    help=f"server on core {SERVER_CORE}, redis-benchmark on core {CLIENT_CORE} (taskset)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="count instructions per request under valgrind instead of timing (one client)")
+    ap.add_argument("--redis-module", default=None, help="module to load into the reference (RedisBloom .so)")
     ap.add_argument("--hyperbloom", default=None, help="hyperbloom binary (default: the release build)")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark"))
     args = ap.parse_args()
     if args.requests is None:
-        args.requests = 20000 if args.quick else 100000
+        args.requests = 20000 if (args.quick or args.callgrind) else 100000
     target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
     hb_bin = args.hyperbloom or str(target / "release" / "hyperbloom")
-    for what, path in (("hyperbloom", hb_bin), ("redis-server", args.redis_server),
-                       ("redis-benchmark", args.redis_benchmark)):
+    needed = [("hyperbloom", hb_bin), ("redis-server", args.redis_server),
+              ("redis-benchmark", args.redis_benchmark)]
+    if args.pin:
+        needed.append(("taskset", shutil.which("taskset")))
+    if args.callgrind:
+        needed.append(("valgrind", shutil.which("valgrind")))
+    for what, path in needed:
         if not path or not Path(path).exists():
             print(f"bench-load: {what} not found ({path})", file=sys.stderr)
             return 1
     pipelines = [int(x) for x in args.pipelines.split(",")]
-    only = re.compile(args.only) if args.only else None
+    if args.callgrind:
+        return run_callgrind(args, hb_bin, pipelines)
 
     servers = []
     try:
-        hb = Server("hyperbloom", lambda port, d: [hb_bin, "--port", str(port), "--save", "", "--bind",
-                                                   "127.0.0.1", "--dir", d, "--loglevel", "warning"])
-        servers.append(hb)
-        rd = Server("redis", lambda port, d: [args.redis_server, "--port", str(port), "--save", "",
-                                              "--appendonly", "no", "--daemonize", "no", "--bind",
-                                              "127.0.0.1", "--dir", d, "--loglevel", "warning"])
-        servers.append(rd)
+        wrapper = ["taskset", "-c", SERVER_CORE] if args.pin else []
+        for name, argv in server_argv(args, hb_bin):
+            servers.append(Server(name, argv, wrapper))
+        hb, rd = servers
         for s in servers:
             prepare(s)
+        tests = tests_for(args)
+        ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
 
-        # What each server can run.
-        std = [t for t in STANDARD if not only or only.search(t[1])]
-        std_ok = {s.name: [t for t in std if has_command(s.port, t[2])] for s in servers}
-        custom = [t for t in CUSTOM if not only or only.search(t[0])]
-        custom_ok = {s.name: [t for t in custom if all(has_command(s.port, c) for c in t[2])] for s in servers}
-
+        # (server, pipeline, label) -> [rps], [server CPU µs per request]
         results: dict[tuple[str, int, str], list[float]] = {}
+        cpu: dict[tuple[str, int, str], list[float]] = {}
         started = time.monotonic()
         for rnd in range(args.rounds):
             order = servers if rnd % 2 == 0 else servers[::-1]
             print(f"round {rnd + 1}/{args.rounds} ({' then '.join(s.name for s in order)} for each test)",
                   file=sys.stderr)
             for pipeline in pipelines:
-                for s in order:
-                    names = ",".join(t[0] for t in std_ok[s.name])
-                    if names:
-                        for name, rps in benchmark(args.redis_benchmark, s.port, args, pipeline,
-                                                   ["-t", names]).items():
-                            results.setdefault((s.name, pipeline, name), []).append(rps)
-                for label, words, _ in custom:
+                for test in tests:
+                    label, extra, _ = test
                     for s in order:
-                        if (label, words, _) in custom_ok[s.name]:
-                            for _name, rps in benchmark(args.redis_benchmark, s.port, args, pipeline,
-                                                        words).items():
-                                results.setdefault((s.name, pipeline, label), []).append(rps)
+                        if test not in ok[s.name]:
+                            continue
+                        before = s.cpu_seconds()
+                        got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
+                        spent = s.cpu_seconds() - before
+                        for _name, rps in got.items():
+                            results.setdefault((s.name, pipeline, label), []).append(rps)
+                            cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
         elapsed = time.monotonic() - started
 
-        # The table.
-        labels = [t[1] for t in std] + [t[0] for t in custom]
-        cpu = platform.processor() or platform.machine()
-        try:
-            for line in open("/proc/cpuinfo"):
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
         print()
-        print(f"hyperbloom {hb.version}-compat vs redis-server {rd.version}; "
-              f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
-              f"load average {os.getloadavg()[0]:.1f}")
+        print(f"hyperbloom {hb.version}-compat vs redis-server {rd.version}; {machine_line(args)}")
         print(f"redis-benchmark -c {args.clients} -n {args.requests} -r 1000000, {args.rounds} rounds, "
-              f"median rps, {elapsed:.0f}s")
+              f"medians, {elapsed:.0f}s. CPU = server utime+stime per request (/proc/PID/stat, 10 ms ticks).")
         print()
-        print("| test | -P | hyperbloom rps | redis rps | hyperbloom/redis |")
-        print("|---|---:|---:|---:|---:|")
+        print("| test | -P | hyperbloom rps | redis rps | hyperbloom/redis | hb CPU µs/req | redis CPU µs/req "
+              "| redis/hb CPU | hb CPU vs its PING |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        fmt = lambda v, f="{:,.0f}": f.format(v) if v else "—"  # noqa: E731
+        med = lambda d, k: statistics.median(d[k]) if d.get(k) else None  # noqa: E731
         for pipeline in pipelines:
-            for label in labels:
-                h = results.get(("hyperbloom", pipeline, label))
-                r = results.get(("redis", pipeline, label))
-                if not h and not r:
+            ping = med(cpu, ("hyperbloom", pipeline, "PING_MBULK"))
+            for label, _, _ in tests:
+                hm, rm = med(results, ("hyperbloom", pipeline, label)), med(results, ("redis", pipeline, label))
+                if not hm and not rm:
                     continue
-                hm = statistics.median(h) if h else None
-                rm = statistics.median(r) if r else None
+                hc, rc = med(cpu, ("hyperbloom", pipeline, label)), med(cpu, ("redis", pipeline, label))
                 ratio = f"{hm / rm:.2f}" if hm and rm else "—"
-                fmt = lambda v: f"{v:,.0f}" if v else "—"  # noqa: E731
-                print(f"| {label} | {pipeline} | {fmt(hm)} | {fmt(rm)} | {ratio} |")
-        skipped = [t[1] for t in std if t not in std_ok["hyperbloom"]]
-        skipped += [t[0] for t in custom if t not in custom_ok["hyperbloom"]]
+                cratio = f"{rc / hc:.2f}" if hc and rc else "—"
+                vs = f"{hc / ping:.2f}×" if hc and ping else "—"
+                print(f"| {label} | {pipeline} | {fmt(hm)} | {fmt(rm)} | {ratio} | {fmt(hc, '{:.2f}')} | "
+                      f"{fmt(rc, '{:.2f}')} | {cratio} | {vs} |")
+        skipped = [t[0] for t in tests if t not in ok["hyperbloom"]]
         if skipped:
             print(f"\nnot run on hyperbloom (command missing): {', '.join(skipped)}")
         return 0
