@@ -198,9 +198,41 @@ fn get_or_create_default<'a>(
             let (rate, capacity, expansion) = defaults(ctx);
             let v = new_filter(maxmemory(ctx), capacity, rate, expansion, false)?;
             ctx.db().insert(key.clone(), v);
+            propagate_created(ctx, key, rate, capacity, expansion, false);
         }
     }
     bloom_mut(ctx.db(), key)
+}
+
+/// A filter an add command created is propagated as an explicit `BF.RESERVE` with the parameters
+/// used (before the command itself), so a replay builds the same filter whatever the loader's
+/// `bf-*` defaults (see `engine::propagate`).
+fn propagate_created(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    rate: f64,
+    capacity: u64,
+    expansion: u32,
+    nonscaling: bool,
+) {
+    if !ctx.propagating() {
+        return;
+    }
+    let mut argv = vec![
+        Bytes::from_static(b"BF.RESERVE"),
+        key.clone(),
+        // Rust's shortest round-trip form: strtod reads back the very same double.
+        Bytes::from(format!("{rate:?}")),
+        Bytes::from(capacity.to_string()),
+    ];
+    if nonscaling || expansion == 0 {
+        argv.push(Bytes::from_static(b"NONSCALING"));
+    } else {
+        argv.push(Bytes::from_static(b"EXPANSION"));
+        argv.push(Bytes::from(expansion.to_string()));
+    }
+    let db = ctx.client.db;
+    ctx.also_propagate(db, &argv);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -255,19 +287,25 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         nonscaling,
     )?;
     ctx.db().insert(key.clone(), v);
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 
 /// `BF.ADD key item` → 1 if the item was new, 0 if it (or a false positive) was there.
 fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let bf = get_or_create_default(ctx, &argv[1])?;
-    bf.add(&argv[2]).map(Reply::Bool).map_err(add_error)
+    let added = bf.add(&argv[2]);
+    // RedisBloom replicates once it reached the items, even when the add failed.
+    ctx.force_propagation();
+    added.map(Reply::Bool).map_err(add_error)
 }
 
 /// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.
 fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let bf = get_or_create_default(ctx, &argv[1])?;
-    Ok(add_all(bf, &argv[2..]))
+    let reply = add_all(bf, &argv[2..]);
+    ctx.force_propagation();
+    Ok(reply)
 }
 
 /// `BF.EXISTS key item` → 1 or 0; a missing or wrong-type key answers 0.
@@ -353,10 +391,13 @@ fn insert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::Missing => {
             let v = new_filter(maxmemory(ctx), capacity, rate, expansion, nonscaling)?;
             ctx.db().insert(key.clone(), v);
+            propagate_created(ctx, key, rate, capacity, expansion, nonscaling);
         }
     }
     let bf = bloom_mut(ctx.db(), key)?;
-    Ok(add_all(bf, items))
+    let reply = add_all(bf, items);
+    ctx.force_propagation();
+    Ok(reply)
 }
 
 /// `BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION]` → the five figures as a map
@@ -452,6 +493,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let bf = ScalingBloom::from_header(data).map_err(chunk_error)?;
             super::reservation_fits(maxmemory(ctx))?;
             ctx.db().insert(key.clone(), Value::Bloom(Box::new(bf)));
+            ctx.force_propagation();
             Ok(Reply::ok())
         }
         KeyState::Missing => Err(CmdError::Static(NOT_FOUND)),
@@ -459,6 +501,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             bloom_mut(ctx.db(), key)?
                 .load_chunk(it, data)
                 .map_err(chunk_error)?;
+            ctx.force_propagation();
             Ok(Reply::ok())
         }
     }

@@ -183,14 +183,16 @@ fn create(
 
 /// The filter under `key` for an insert command, created from `capacity` and the configured defaults
 /// when missing (unless `nocreate`), and refused once it has `cf-max-expansions` sub-filters.
+/// A filter it creates is propagated as an explicit `CF.RESERVE` with the parameters used, so a
+/// replay builds the same filter whatever the loader's defaults (see `engine::propagate`).
 fn filter_for_insert<'a>(
-    db: &'a mut Db,
+    ctx: &'a mut Ctx,
     key: &Bytes,
     d: &Defaults,
     capacity: u64,
     nocreate: bool,
 ) -> Result<&'a mut CuckooFilter, CmdError> {
-    match classify(db, key) {
+    match classify(ctx.db(), key) {
         Lookup::WrongType => return Err(CmdError::Static(error::WRONGTYPE)),
         Lookup::Missing if nocreate => return Err(CmdError::Static(NOT_FOUND)),
         Lookup::Missing => {
@@ -201,11 +203,29 @@ fn filter_for_insert<'a>(
                 d.max_iterations,
                 d.expansion,
             )?;
-            db.insert(key.clone(), v);
+            ctx.db().insert(key.clone(), v);
+            if ctx.propagating() {
+                let dbi = ctx.client.db;
+                let n = |v: u64| Bytes::from(v.to_string());
+                ctx.also_propagate(
+                    dbi,
+                    &[
+                        Bytes::from_static(b"CF.RESERVE"),
+                        key.clone(),
+                        n(capacity),
+                        Bytes::from_static(b"BUCKETSIZE"),
+                        n(d.bucket_size as u64),
+                        Bytes::from_static(b"MAXITERATIONS"),
+                        n(d.max_iterations as u64),
+                        Bytes::from_static(b"EXPANSION"),
+                        n(d.expansion as u64),
+                    ],
+                );
+            }
         }
         Lookup::Cuckoo => {}
     }
-    let cf = write(db, key).ok_or(CmdError::Static(error::WRONGTYPE))?;
+    let cf = write(ctx.db(), key).ok_or(CmdError::Static(error::WRONGTYPE))?;
     // Checked once, before any item: one INSERT can grow past the limit (cuckoo.md §4.3).
     if cf.num_filters() as u64 >= d.max_expansions as u64 {
         return Err(CmdError::Static(MAX_EXPANSIONS));
@@ -298,6 +318,7 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         expansion as u16,
     )?;
     db.insert(argv[1].clone(), v);
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 
@@ -317,13 +338,16 @@ fn addnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn add_one(ctx: &mut Ctx, argv: &[Bytes], unique: bool) -> CmdResult {
     let d = defaults(ctx);
-    let db = ctx.db();
-    let cf = filter_for_insert(db, &argv[1], &d, d.initial_size, false)?;
+    let cf = filter_for_insert(ctx, &argv[1], &d, d.initial_size, false)?;
     let outcome = if unique {
         cf.insert_unique(&argv[2])
     } else {
         cf.insert(&argv[2])
     };
+    // RedisBloom replicates CF.ADD unless the filter was full.
+    if outcome != InsertOutcome::NoSpace {
+        ctx.force_propagation();
+    }
     match outcome {
         InsertOutcome::Inserted => Ok(Reply::Bool(true)),
         InsertOutcome::Exists => Ok(Reply::Bool(false)),
@@ -378,8 +402,7 @@ fn insert_many(ctx: &mut Ctx, argv: &[Bytes], unique: bool) -> CmdResult {
         return Err(CmdError::arity(name));
     }
     let resp3 = ctx.proto() >= 3;
-    let db = ctx.db();
-    let cf = filter_for_insert(db, &argv[1], &d, capacity, nocreate)?;
+    let cf = filter_for_insert(ctx, &argv[1], &d, capacity, nocreate)?;
     // Every item is tried: a full filter does not stop the command.
     let replies = items
         .iter()
@@ -398,6 +421,7 @@ fn insert_many(ctx: &mut Ctx, argv: &[Bytes], unique: bool) -> CmdResult {
             }
         })
         .collect();
+    ctx.force_propagation();
     Ok(Reply::Array(replies))
 }
 
@@ -431,7 +455,10 @@ fn count(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `CF.DEL key item` → `:1`/`:0` (`#t`/`#f`); `Not found` on a missing or wrong-type key.
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let cf = write(ctx.db(), &argv[1]).ok_or(CmdError::Static(DEL_NOT_FOUND))?;
-    Ok(Reply::Bool(cf.delete(&argv[2])))
+    let deleted = cf.delete(&argv[2]);
+    // Replicated whether or not the item was found, as RedisBloom does.
+    ctx.force_propagation();
+    Ok(Reply::Bool(deleted))
 }
 
 /// `CF.COMPACT key` → `+OK`; `Cuckoo filter was not found` on a missing or wrong-type key.
@@ -441,6 +468,7 @@ fn compact(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let cf = write(ctx.db(), &argv[1]).ok_or(CmdError::Static(COMPACT_NOT_FOUND))?;
     cf.compact(true);
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 
@@ -533,6 +561,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             CuckooFilter::from_header(&header).map_err(|_| CmdError::Static(HEADER_REJECTED))?;
         super::reservation_fits(max)?;
         db.insert(argv[1].clone(), Value::Cuckoo(Box::new(cf)));
+        ctx.force_propagation();
         return Ok(Reply::ok());
     }
     match classify(db, &argv[1]) {
@@ -543,5 +572,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let cf = write(db, &argv[1]).ok_or(CmdError::Static(NOT_FOUND))?;
     cf.load_chunk(pos, data)
         .map_err(|_| CmdError::Static(CHUNK_REJECTED))?;
+    // Every chunk, not only the header as RedisBloom does (which loses the data on a replica).
+    ctx.force_propagation();
     Ok(Reply::ok())
 }

@@ -414,8 +414,17 @@ fn expire_generic(
     }
     if when <= now {
         db.remove(key);
+        ctx.propagate_as(vec![Bytes::from_static(b"DEL"), key.clone()]);
     } else {
         db.set_expire(key, when as u64);
+        // Redis 7.0 writes `PEXPIREAT key ms [flags]`: the name and the time rewritten, the flags
+        // kept; PEXPIREAT itself verbatim.
+        if ctx.propagating() && !(name == "pexpireat") {
+            let mut rewritten = argv.to_vec();
+            rewritten[0] = Bytes::from_static(b"PEXPIREAT");
+            rewritten[2] = Bytes::from(when.to_string());
+            ctx.propagate_as(rewritten);
+        }
     }
     Ok(Reply::Int(1))
 }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use crate::engine::pubsub::PubSub;
 pub use crate::engine::{now_ms, CommandStat, Engine};
-use crate::engine::{ClientHandle, Shared};
+use crate::engine::{ClientHandle, Shared, WriteStream};
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 use crate::store::db::{Db, Store};
@@ -324,6 +324,9 @@ pub struct Ctx<'a> {
     pub error_stats: &'a mut HashMap<String, u64>,
     /// Replication state (ids, offset, backlog, replicas, our primary).
     pub repl: &'a mut crate::engine::repl::ReplState,
+    /// The write stream ([`crate::engine::propagate`]); handlers reach it through the
+    /// `propagate_*` methods.
+    pub stream: &'a mut WriteStream,
 }
 
 impl Ctx<'_> {
@@ -345,6 +348,40 @@ impl Ctx<'_> {
     /// The configuration (a read lock held for the guard's lifetime).
     pub fn config(&self) -> std::sync::RwLockReadGuard<'_, crate::config::Config> {
         self.shared.config()
+    }
+
+    /// True when someone consumes the write stream: handlers build rewritten argvs only then.
+    pub fn propagating(&self) -> bool {
+        self.stream.is_active()
+    }
+
+    /// Propagate `argv` instead of the command as received (Redis's `rewriteClientCommandVector`);
+    /// it is still written only if the command changed the keyspace.
+    pub fn propagate_as(&mut self, argv: Vec<Bytes>) {
+        if self.stream.is_active() {
+            self.stream.command.argv = Some(argv);
+        }
+    }
+
+    /// Propagate the command even though the keyspace did not change (Redis's
+    /// `forceCommandPropagation`, e.g. FLUSHALL of nothing; a module's
+    /// `RedisModule_ReplicateVerbatim`, the only way a BF/CF command is propagated).
+    pub fn force_propagation(&mut self) {
+        self.stream.command.force = true;
+    }
+
+    /// Propagate nothing for this command itself (Redis's `preventCommandPropagation`).
+    pub fn propagate_nothing(&mut self) {
+        self.stream.command.prevent = true;
+    }
+
+    /// Adds a command to propagate now, before this command's own (Redis's `alsoPropagate`);
+    /// deletions by expiry found so far go first, as they happened first.
+    pub fn also_propagate<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A]) {
+        if self.stream.is_active() {
+            crate::engine::push_expired(self.store, self.stream);
+            self.stream.push(db, argv);
+        }
     }
 }
 
@@ -505,8 +542,14 @@ pub fn run(
         stats: &mut engine.stats,
         error_stats: &mut engine.error_stats,
         repl: &mut engine.repl,
+        stream: &mut engine.stream,
     };
-    execute(&mut ctx, index, spec, argv)
+    let reply = execute(&mut ctx, index, spec, argv);
+    // The outermost call ends the unit: EXEC's queued commands share it.
+    if engine.stream.is_active() {
+        engine.stream.end_unit();
+    }
+    reply
 }
 
 /// Runs the handler (resolving a container's subcommand first), catching a panic so one bad
@@ -518,6 +561,13 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
         .handle
         .last_cmd
         .store(index + 1, Ordering::Relaxed);
+    let tracking = ctx.stream.is_active();
+    let changes_before = if tracking {
+        ctx.stream.command = Default::default();
+        ctx.store.changes()
+    } else {
+        0
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if spec.subcommands.is_empty() || argv.len() < 2 {
             (spec.handler)(ctx, argv)
@@ -542,6 +592,9 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
             )))
         }
     };
+    if tracking {
+        propagate_after(ctx, spec, argv, changes_before);
+    }
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
     stat.nanos += started.elapsed().as_nanos() as u64;
@@ -549,6 +602,33 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
         stat.failed += 1;
     }
     reply
+}
+
+/// Adds what a command propagates to the current unit of the write stream, following Redis's
+/// `call()`: the deletions by expiry it caused, then its own argv (rewritten or verbatim) if it
+/// changed the keyspace or forced propagation. Module commands (BF/CF) propagate only when forced;
+/// EXEC never propagates itself (its queued commands did).
+fn propagate_after(ctx: &mut Ctx, spec: &CommandSpec, argv: &[Bytes], changes_before: u64) {
+    crate::engine::push_expired(ctx.store, ctx.stream);
+    if !ctx.stream.is_active() {
+        return;
+    }
+    let request = std::mem::take(&mut ctx.stream.command);
+    if request.prevent || spec.name == "exec" {
+        return;
+    }
+    let wrote = if spec.has(flags::MODULE) {
+        request.force
+    } else {
+        request.force || ctx.store.changes() != changes_before
+    };
+    if wrote {
+        let db = ctx.client.db;
+        match &request.argv {
+            Some(rewritten) => ctx.stream.push(db, rewritten),
+            None => ctx.stream.push(db, argv),
+        }
+    }
 }
 
 /// Shorthand used by the families' tables.

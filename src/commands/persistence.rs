@@ -135,9 +135,7 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     })?;
     let now = ctx.now_ms as i64;
     let db = ctx.db();
-    if replace {
-        db.delete(&key);
-    }
+    let deleted = replace && db.delete(&key);
     let when = if ttl == 0 {
         None
     } else if absttl {
@@ -147,13 +145,24 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     if let Some(t) = when {
         if t <= now {
-            // Already expired: nothing is stored (an existing key was replaced by nothing).
+            // Already expired: nothing is stored (an existing key was replaced by nothing), and
+            // Redis propagates the deletion, if any, as `DEL key`.
+            if deleted {
+                ctx.propagate_as(vec![Bytes::from_static(b"DEL"), key]);
+            }
             return Ok(Reply::ok());
         }
     }
     db.insert(key.clone(), value);
     if let Some(t) = when {
         db.set_expire(&key, t as u64);
+        // A relative TTL is written absolute, with ABSTTL appended (Redis 7.0).
+        if !absttl && ctx.propagating() {
+            let mut rewritten = argv.to_vec();
+            rewritten[2] = Bytes::from(t.to_string());
+            rewritten.push(Bytes::from_static(b"ABSTTL"));
+            ctx.propagate_as(rewritten);
+        }
     }
     Ok(Reply::ok())
 }

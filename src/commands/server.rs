@@ -275,6 +275,8 @@ fn flush_mode(argv: &[Bytes], first: usize) -> Result<(), CmdError> {
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv, 1)?;
     ctx.db().clear();
+    // Redis propagates a flush even of an empty database.
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 
@@ -283,11 +285,13 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for db in ctx.store.dbs.iter_mut() {
         db.clear();
     }
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 
-fn function_flush(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+fn function_flush(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv, 2)?;
+    ctx.force_propagation();
     Ok(Reply::ok())
 }
 

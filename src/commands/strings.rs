@@ -233,7 +233,7 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some((kind, arg)) => Some(expire_ms(kind, arg, ctx.now_ms, "set")?),
         None => None,
     };
-    set_generic(
+    let reply = set_generic(
         ctx.db(),
         &argv[1],
         &argv[2],
@@ -241,7 +241,36 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         when,
         Reply::ok(),
         Reply::Null,
-    )
+    )?;
+    if ctx.propagating() {
+        // Redis 7.0 writes a relative (or seconds) expiry as `SET key value PXAT ms`, and
+        // otherwise drops every GET argument.
+        match (opts.expire, when) {
+            (Some((kind, _)), Some(when)) if kind != ExpireKind::PxAt => {
+                ctx.propagate_as(set_pxat(&argv[1], &argv[2], when))
+            }
+            _ if opts.get => ctx.propagate_as(
+                argv.iter()
+                    .enumerate()
+                    .filter(|(i, a)| *i < 3 || !is_opt(a, "get"))
+                    .map(|(_, a)| a.clone())
+                    .collect(),
+            ),
+            _ => {}
+        }
+    }
+    Ok(reply)
+}
+
+/// `SET key value PXAT ms`, as Redis propagates a SET or SETEX with a relative expiry.
+fn set_pxat(key: &Bytes, value: &Bytes, when: u64) -> Vec<Bytes> {
+    vec![
+        Bytes::from_static(b"SET"),
+        key.clone(),
+        value.clone(),
+        Bytes::from_static(b"PXAT"),
+        Bytes::from(when.to_string()),
+    ]
 }
 
 /// `SETNX key value` → 1 if set, 0 if the key existed.
@@ -264,7 +293,7 @@ fn setnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn setex_generic(ctx: &mut Ctx, argv: &[Bytes], kind: ExpireKind, name: &str) -> CmdResult {
     let when = expire_ms(kind, &argv[2], ctx.now_ms, name)?;
     let opts = StringOpts::default();
-    set_generic(
+    let reply = set_generic(
         ctx.db(),
         &argv[1],
         &argv[3],
@@ -272,7 +301,11 @@ fn setex_generic(ctx: &mut Ctx, argv: &[Bytes], kind: ExpireKind, name: &str) ->
         Some(when),
         Reply::ok(),
         Reply::Null,
-    )
+    )?;
+    if ctx.propagating() {
+        ctx.propagate_as(set_pxat(&argv[1], &argv[3], when));
+    }
+    Ok(reply)
 }
 
 /// `SETEX key seconds value` → OK.
@@ -290,6 +323,11 @@ fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let old = get_reply(db, &argv[1])?;
     db.insert(argv[1].clone(), Value::Str(argv[2].to_vec()));
+    if ctx.propagating() {
+        let mut rewritten = argv.to_vec();
+        rewritten[0] = Bytes::from_static(b"SET");
+        ctx.propagate_as(rewritten);
+    }
     Ok(old)
 }
 
@@ -299,6 +337,7 @@ fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let reply = get_reply(db, &argv[1])?;
     if !matches!(reply, Reply::Null) {
         db.remove(&argv[1]);
+        ctx.propagate_as(vec![Bytes::from_static(b"DEL"), argv[1].clone()]);
     }
     Ok(reply)
 }
@@ -313,20 +352,30 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         None => return Ok(Reply::Null),
         Some(s) => Bytes::copy_from_slice(s),
     };
-    match opts.expire {
+    // Redis propagates the change as DEL, PEXPIREAT or PERSIST.
+    let rewritten: &[u8] = match opts.expire {
         Some((kind, arg)) => {
             let when = expire_ms(kind, arg, now, "getex")?;
             if matches!(kind, ExpireKind::ExAt | ExpireKind::PxAt) && when <= now {
                 db.remove(key);
+                b"DEL"
             } else {
                 db.set_expire(key, when);
+                ctx.propagate_as(vec![
+                    Bytes::from_static(b"PEXPIREAT"),
+                    key.clone(),
+                    Bytes::from(when.to_string()),
+                ]);
+                return Ok(Reply::Bulk(value));
             }
         }
         None if opts.persist => {
             db.persist(key);
+            b"PERSIST"
         }
-        None => {}
-    }
+        None => return Ok(Reply::Bulk(value)),
+    };
+    ctx.propagate_as(vec![Bytes::from_static(rewritten), key.clone()]);
     Ok(Reply::Bulk(value))
 }
 
@@ -574,7 +623,8 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::Static(error::INCR_NAN));
     }
     let text = sum.to_human_string().into_bytes();
-    let reply = Reply::Bulk(Bytes::copy_from_slice(&text));
+    let new_value = Bytes::copy_from_slice(&text);
+    let reply = Reply::Bulk(new_value.clone());
     // Redis stores the result with `createStringObject`: embstr up to 44 bytes, never `int`.
     let encoding = if text.len() <= 44 { "embstr" } else { "raw" };
     match current {
@@ -586,6 +636,15 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     db.set_encoding_override(key, Some(encoding));
+    // Redis writes `SET key new KEEPTTL`, so a replay cannot round differently.
+    if ctx.propagating() {
+        ctx.propagate_as(vec![
+            Bytes::from_static(b"SET"),
+            key.clone(),
+            new_value,
+            Bytes::from_static(b"KEEPTTL"),
+        ]);
+    }
     Ok(reply)
 }
 

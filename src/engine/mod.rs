@@ -13,10 +13,12 @@ use std::collections::HashMap;
 use crate::store::db::Store;
 
 pub mod alloc;
+pub mod propagate;
 pub mod pubsub;
 pub mod repl;
 pub mod shared;
 
+pub use propagate::{SubscriberId, WriteStream};
 pub use shared::{BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
 
 /// Per-command statistics (INFO commandstats).
@@ -40,6 +42,8 @@ pub struct Engine {
     pub pubsub: pubsub::PubSub,
     /// Replication: ids, offset, backlog, replicas, the link to our primary.
     pub repl: repl::ReplState,
+    /// Every executed write as the commands to propagate (AOF, replicas); see [`propagate`].
+    pub stream: WriteStream,
 }
 
 impl Engine {
@@ -52,6 +56,59 @@ impl Engine {
             error_stats: HashMap::new(),
             pubsub: pubsub::PubSub::new(),
             repl: repl::ReplState::new(shared::new_run_id()),
+            stream: WriteStream::new(),
+        }
+    }
+
+    /// Subscribes a consumer to the write stream (see [`WriteStream::subscribe`]) and makes the
+    /// keyspace record expired keys so they are propagated as `DEL`.
+    pub fn subscribe_stream(
+        &mut self,
+        start_offset: u64,
+        notify: Option<std::sync::Arc<tokio::sync::Notify>>,
+    ) -> SubscriberId {
+        // Keys expired before anyone listened are not owed to anyone.
+        self.store.set_log_expired(false);
+        self.store.set_log_expired(true);
+        self.stream.subscribe(start_offset, notify)
+    }
+
+    /// Ends a subscription; with the last one gone, expired keys are no longer recorded.
+    pub fn unsubscribe_stream(&mut self, id: SubscriberId) {
+        self.stream.unsubscribe(id);
+        if !self.stream.is_active() {
+            self.store.set_log_expired(false);
+        }
+    }
+
+    /// Moves the `DEL`s of keys expired so far into the current unit of the write stream.
+    pub fn push_expired(&mut self) {
+        push_expired(&mut self.store, &mut self.stream);
+    }
+
+    /// Emits the `DEL` of each key active expiry reclaimed, each its own unit (as Redis's
+    /// `activeExpireCycle` does). Called after the cron's expiry pass.
+    pub fn emit_expired(&mut self) {
+        if !self.stream.is_active() {
+            return;
+        }
+        self.stream.end_unit();
+        for (i, db) in self.store.dbs.iter_mut().enumerate() {
+            for key in db.expired_log.drain(..) {
+                self.stream.emit(i, &[b"DEL" as &[u8], &key]);
+            }
+        }
+    }
+}
+
+/// Moves the `DEL`s of expired keys recorded in `store` into the current unit of `stream`, in the
+/// order the keys expired within each database.
+pub fn push_expired(store: &mut Store, stream: &mut WriteStream) {
+    for (i, db) in store.dbs.iter_mut().enumerate() {
+        if !db.expired_log.is_empty() {
+            for key in db.expired_log.drain(..) {
+                stream.push(i, &[b"DEL" as &[u8], &key]);
+            }
         }
     }
 }

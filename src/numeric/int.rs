@@ -75,3 +75,19 @@ mod tests {
         }
     }
 }
+
+/// Appends the decimal form of `n` to `out` without going through `format!`.
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    let mut v = n;
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[pos..]);
+}

@@ -260,6 +260,7 @@ async fn cron(shared: Arc<Shared>) {
                 db.now_ms = now;
                 expired += db.active_expire(2000);
             }
+            engine.emit_expired();
             if expired > 0 {
                 shared
                     .stats

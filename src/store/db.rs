@@ -15,6 +15,11 @@
 //! unless someone watches, so the check costs one branch on the write path.
 //!
 //! `dirty` counts modifications since the last save, for the `save` points and INFO persistence.
+//! `changes` counts the same modifications but is never reset and leaves out deletions by expiry:
+//! the dispatcher compares it before and after a command to decide whether the command wrote
+//! anything (Redis's `server.dirty` delta in `call()`), so a GET that reclaims an expired key is
+//! not itself propagated. Keys deleted by expiry are instead recorded in `expired_log` while
+//! `log_expired` is on (someone consumes the write stream), to be propagated as `DEL`.
 //!
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
@@ -64,6 +69,12 @@ pub struct Db {
     /// Keys reclaimed by lazy expiry (a lookup found them due); INFO `expired_keys` adds this to the
     /// active-expiry count.
     pub lazy_expired: u64,
+    /// Modifications by commands, never reset (see the module essay).
+    pub changes: u64,
+    /// Record keys deleted by expiry in `expired_log` (on while the write stream has consumers).
+    pub log_expired: bool,
+    /// Keys deleted by lazy or active expiry, oldest first, until the dispatcher drains them.
+    pub expired_log: Vec<Bytes>,
 }
 
 /// A copy of a database's content for a snapshot: cheap to take because values share their pages.
@@ -100,7 +111,7 @@ impl Db {
     /// Deletes `key` if its deadline has passed. Returns true if it did.
     fn expire_if_due(&mut self, key: &[u8]) -> bool {
         if !self.expires.is_empty() && self.is_due(key) {
-            self.remove(key);
+            self.remove_expired(key);
             self.lazy_expired += 1;
             true
         } else {
@@ -109,6 +120,13 @@ impl Db {
     }
 
     fn touch(&mut self, key: &[u8]) {
+        self.changes += 1;
+        self.touch_expired(key);
+    }
+
+    /// What a deletion by expiry records: counted for the save points and WATCH, not as a
+    /// command's write.
+    fn touch_expired(&mut self, key: &[u8]) {
         self.dirty += 1;
         if !self.watched.is_empty() {
             if let Some(w) = self.watched.get_mut(key) {
@@ -221,6 +239,18 @@ impl Db {
         v
     }
 
+    /// Deletes a key whose deadline passed, recording it for propagation.
+    fn remove_expired(&mut self, key: &[u8]) {
+        self.clear_expire(key);
+        if self.map.remove(key).is_some() {
+            self.touch_expired(key);
+            self.forget_encoding(key);
+            if self.log_expired {
+                self.expired_log.push(Bytes::copy_from_slice(key));
+            }
+        }
+    }
+
     fn forget_encoding(&mut self, key: &[u8]) {
         if !self.encodings.is_empty() {
             self.encodings.remove(key);
@@ -303,7 +333,7 @@ impl Db {
             if when > self.now_ms {
                 break;
             }
-            self.remove(&key);
+            self.remove_expired(&key);
             n += 1;
         }
         n
@@ -318,6 +348,7 @@ impl Db {
             .cloned()
             .collect();
         self.dirty += self.map.len() as u64;
+        self.changes += self.map.len() as u64;
         self.map.clear();
         self.expires.clear();
         self.expire_queue.clear();
@@ -473,6 +504,21 @@ impl Store {
 
     pub fn dirty(&self) -> u64 {
         self.dbs.iter().map(|d| d.dirty).sum()
+    }
+
+    /// The sum of every database's `changes`: a command wrote iff this moved across it.
+    pub fn changes(&self) -> u64 {
+        self.dbs.iter().map(|d| d.changes).sum()
+    }
+
+    /// Turns the recording of expired keys on or off in every database (off drops the log).
+    pub fn set_log_expired(&mut self, on: bool) {
+        for d in &mut self.dbs {
+            d.log_expired = on;
+            if !on {
+                d.expired_log.clear();
+            }
+        }
     }
 
     pub fn reset_dirty(&mut self, by: u64) {

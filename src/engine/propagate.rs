@@ -1,0 +1,329 @@
+//! The write stream: every executed write, as the commands Redis 7.0 would propagate, encoded as
+//! RESP in one total order. The AOF (issue 11) and replication (issue 12) both consume it.
+//!
+//! # How a write becomes commands
+//! Redis's `call()` collects what a command propagates in `server.also_propagate`; at the end of
+//! the outermost call it writes the collected commands out, wrapped in `MULTI`/`EXEC` when there
+//! is more than one, with a `SELECT` before any command whose database differs from the one the
+//! consumer last selected. This module does the same, in three steps:
+//! 1. While a command runs, [`WriteStream::push`] adds one command (its database and argv) to the
+//!    current *unit*. The dispatcher pushes, in this order: a `DEL` for each key that lazy expiry
+//!    reclaimed during the command, anything the handler added itself (`also_propagate`), then the
+//!    command's own argv — as the handler rewrote it, or verbatim — if the command changed the
+//!    keyspace (or forced propagation), unless it prevented propagation.
+//! 2. EXEC runs its queued commands inside the same unit, so a transaction with two writes is one
+//!    unit; a transaction with one write propagates that write bare, as Redis 7.0 does.
+//! 3. [`WriteStream::end_unit`] appends the unit to every subscriber's buffer: `MULTI` (selecting
+//!    the first command's database first), the commands, `EXEC` — or the lone command.
+//!
+//! Active expiry emits each `DEL` as its own unit ([`WriteStream::emit`]), like Redis's
+//! `activeExpireCycle`.
+//!
+//! # The rules, as checked against Redis 7.0.15 (a real `redis-server` with `appendonly yes`,
+//! reading its incr file) and RedisBloom's `rebloom.c`
+//! - Relative expiry becomes absolute: `SET … EX/PX/EXAT` → `SET key value PXAT ms` (the whole
+//!   argv rebuilt, so `GET`, `NX`/`XX` are dropped), `SETEX`/`PSETEX` → `SET key value PXAT ms`,
+//!   `SET … PXAT` verbatim but for `GET`, `EXPIRE`/`PEXPIRE`/`EXPIREAT` → `PEXPIREAT key ms` keeping
+//!   `NX|XX|GT|LT`, `GETEX EX/PX/EXAT/PXAT` → `PEXPIREAT key ms`, `GETEX PERSIST` → `PERSIST key`;
+//!   an expiry already in the past deletes the key and is written `DEL key`.
+//! - `GETSET` → `SET key value`; `GETDEL` → `DEL key`; `INCRBYFLOAT` → `SET key new KEEPTTL`.
+//! - `RESTORE key ttl … ` with a relative ttl → the absolute ttl and `ABSTTL` appended; one already
+//!   expired (with `REPLACE` over an existing key) → `DEL key`.
+//! - A lazily or actively expired key → `DEL key` (hyperbloom has no `lazyfree-lazy-expire`, so
+//!   never `UNLINK`).
+//! - A command that changed nothing (`SETNX` on an existing key, `DEL` of a missing key, `PFADD`
+//!   that altered no register, `EXPIRE … NX` that did not apply) is not written.
+//! - `PFCOUNT key` that recomputed a stale cached cardinality wrote the cache, so it is written
+//!   verbatim (Redis's `server.dirty++`); `PFCOUNT` of several keys writes nothing.
+//! - Rewritten commands use Redis's shared upper-case names (`SET`, `PXAT`, `DEL`, `PEXPIREAT`,
+//!   `PERSIST`, `KEEPTTL`, `ABSTTL`); verbatim commands keep the client's spelling.
+//! - Module commands (BF.*, CF.*) are never propagated automatically (Redis skips `CMD_MODULE`
+//!   commands in `call()`); they propagate exactly where RedisBloom calls
+//!   `RedisModule_ReplicateVerbatim`: `BF.RESERVE`, `BF.ADD`/`BF.MADD`/`BF.INSERT` once they reach
+//!   the item loop (so also when every item existed, and when a non-scaling filter filled up and
+//!   the reply carries an error), `BF.LOADCHUNK` and `CF.RESERVE` on success, `CF.ADD`/`CF.ADDNX`
+//!   unless the filter is full, `CF.INSERT`/`CF.INSERTNX` after the loop, `CF.DEL` for any existing
+//!   filter (found or not), `CF.COMPACT`. Two deliberate differences: every `CF.LOADCHUNK` chunk is
+//!   written (RedisBloom replicates only the header chunk, so a replica or AOF loses the cuckoo
+//!   data), and a command that auto-creates a filter is preceded by an explicit `BF.RESERVE key
+//!   error capacity [EXPANSION n|NONSCALING]` / `CF.RESERVE key capacity BUCKETSIZE b
+//!   MAXITERATIONS m EXPANSION e` carrying the parameters actually used, so the replay builds the
+//!   same filter whatever the loader's `bf-*`/`cf-*` defaults are (the pair is one unit, hence
+//!   wrapped in `MULTI`/`EXEC`).
+//!
+//! # Consumers
+//! A consumer [`subscribes`](WriteStream::subscribe) and gets its own buffer, its own selected
+//! database (none at first, so its first command is preceded by `SELECT`) and its own byte offset.
+//! It [`drains`](WriteStream::drain) the buffer under the keyspace lock — which is what makes the
+//! order total — and writes the bytes wherever it wants after releasing the lock. The offset
+//! counts every byte appended to that consumer's buffer, `SELECT`, `MULTI` and `EXEC` included,
+//! which is what Redis counts in `master_repl_offset` and the AOF size.
+//!
+//! Nothing is recorded while nobody subscribes: the dispatcher checks [`WriteStream::is_active`]
+//! once per command, so a server without AOF or replicas pays one branch.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::numeric::int::push_u64;
+
+/// A subscription to the write stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SubscriberId(u64);
+
+struct Subscriber {
+    id: SubscriberId,
+    /// Encoded commands not yet drained.
+    buf: Vec<u8>,
+    /// The database this consumer's stream last selected; None forces a `SELECT`.
+    db: Option<usize>,
+    /// Bytes appended to `buf` since subscribing, plus the starting offset.
+    offset: u64,
+    notify: Option<Arc<Notify>>,
+}
+
+/// What the running command asked for its own propagation (Redis's `rewriteClientCommandVector`,
+/// `forceCommandPropagation`, `preventCommandPropagation`). Reset before each command.
+#[derive(Debug, Default)]
+pub struct CommandPropagation {
+    /// Propagate this argv instead of the one received.
+    pub argv: Option<Vec<bytes::Bytes>>,
+    /// Propagate even though the keyspace did not change (module `ReplicateVerbatim`).
+    pub force: bool,
+    /// Propagate nothing for this command itself.
+    pub prevent: bool,
+}
+
+/// The stream. Lives in [`super::Engine`], under the keyspace lock.
+#[derive(Default)]
+pub struct WriteStream {
+    subs: Vec<Subscriber>,
+    next_id: u64,
+    /// The current unit: each command's database and its encoding's range in `scratch`.
+    unit: Vec<(usize, std::ops::Range<usize>)>,
+    scratch: Vec<u8>,
+    /// The running command's own propagation request.
+    pub command: CommandPropagation,
+}
+
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+
+/// Appends `argv` as a RESP array of bulk strings.
+pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+    out.push(b'*');
+    push_u64(out, argv.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    for a in argv {
+        let a = a.as_ref();
+        out.push(b'$');
+        push_u64(out, a.len() as u64);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Appends `SELECT db`.
+pub fn encode_select(out: &mut Vec<u8>, db: usize) {
+    let mut num = Vec::with_capacity(4);
+    push_u64(&mut num, db as u64);
+    encode_command(out, &[b"SELECT" as &[u8], &num]);
+}
+
+impl WriteStream {
+    pub fn new() -> WriteStream {
+        WriteStream::default()
+    }
+
+    /// True while someone consumes the stream (otherwise nothing is recorded).
+    pub fn is_active(&self) -> bool {
+        !self.subs.is_empty()
+    }
+
+    /// Adds a consumer whose offset starts at `start_offset`. `notify`, when given, is signalled
+    /// each time bytes are appended for it. Prefer [`super::Engine::subscribe_stream`], which also turns
+    /// on the recording of expired keys.
+    pub fn subscribe(&mut self, start_offset: u64, notify: Option<Arc<Notify>>) -> SubscriberId {
+        let id = SubscriberId(self.next_id);
+        self.next_id += 1;
+        self.subs.push(Subscriber {
+            id,
+            buf: Vec::new(),
+            db: None,
+            offset: start_offset,
+            notify,
+        });
+        id
+    }
+
+    /// Removes a consumer; its undrained bytes are dropped. Returns false if it was unknown.
+    pub fn unsubscribe(&mut self, id: SubscriberId) -> bool {
+        let before = self.subs.len();
+        self.subs.retain(|s| s.id != id);
+        self.subs.len() != before
+    }
+
+    fn sub(&mut self, id: SubscriberId) -> Option<&mut Subscriber> {
+        self.subs.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Moves the consumer's pending bytes to the end of `into` and returns the consumer's offset
+    /// after them (None if unknown). `into` is appended to, never cleared, so a consumer can
+    /// reuse one allocation.
+    pub fn drain(&mut self, id: SubscriberId, into: &mut Vec<u8>) -> Option<u64> {
+        let s = self.sub(id)?;
+        if into.is_empty() {
+            std::mem::swap(into, &mut s.buf);
+        } else {
+            into.extend_from_slice(&s.buf);
+            s.buf.clear();
+        }
+        Some(s.offset)
+    }
+
+    /// Bytes waiting for the consumer.
+    pub fn pending(&self, id: SubscriberId) -> usize {
+        self.subs
+            .iter()
+            .find(|s| s.id == id)
+            .map_or(0, |s| s.buf.len())
+    }
+
+    /// The consumer's offset: every byte appended for it so far (drained or not).
+    pub fn offset(&self, id: SubscriberId) -> Option<u64> {
+        self.subs.iter().find(|s| s.id == id).map(|s| s.offset)
+    }
+
+    /// Makes the consumer's next command start with a `SELECT` (a new AOF incr file, a new
+    /// replication backlog), as Redis resets `aof_selected_db` / `slaveseldb` to -1.
+    pub fn force_select(&mut self, id: SubscriberId) {
+        if let Some(s) = self.sub(id) {
+            s.db = None;
+        }
+    }
+
+    /// Adds one command for database `db` to the current unit.
+    pub fn push<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A]) {
+        let start = self.scratch.len();
+        encode_command(&mut self.scratch, argv);
+        self.unit.push((db, start..self.scratch.len()));
+    }
+
+    /// Commands in the current unit so far.
+    pub fn unit_len(&self) -> usize {
+        self.unit.len()
+    }
+
+    /// Ends the current unit: appends it to every consumer, wrapped in `MULTI`/`EXEC` when it
+    /// holds more than one command.
+    pub fn end_unit(&mut self) {
+        if self.unit.is_empty() {
+            return;
+        }
+        let wrap = self.unit.len() > 1;
+        for s in &mut self.subs {
+            let before = s.buf.len();
+            if wrap {
+                select_if_needed(s, self.unit[0].0);
+                s.buf.extend_from_slice(MULTI);
+            }
+            for (db, range) in &self.unit {
+                select_if_needed(s, *db);
+                s.buf.extend_from_slice(&self.scratch[range.clone()]);
+            }
+            if wrap {
+                s.buf.extend_from_slice(EXEC);
+            }
+            s.offset += (s.buf.len() - before) as u64;
+            if let Some(n) = &s.notify {
+                n.notify_one();
+            }
+        }
+        self.unit.clear();
+        self.scratch.clear();
+        if self.scratch.capacity() > 1 << 20 {
+            self.scratch = Vec::new();
+        }
+    }
+
+    /// One command as a unit of its own (active expiry).
+    pub fn emit<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A]) {
+        self.end_unit();
+        self.push(db, argv);
+        self.end_unit();
+    }
+}
+
+fn select_if_needed(s: &mut Subscriber, db: usize) {
+    if s.db != Some(db) {
+        encode_select(&mut s.buf, db);
+        s.db = Some(db);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(w: &mut WriteStream, id: SubscriberId) -> String {
+        let mut v = Vec::new();
+        w.drain(id, &mut v);
+        String::from_utf8_lossy(&v).replace("\r\n", " ")
+    }
+
+    #[test]
+    fn nothing_is_kept_without_subscribers_and_select_comes_first() {
+        let mut w = WriteStream::new();
+        assert!(!w.is_active());
+        let id = w.subscribe(100, None);
+        w.push(0, &["SET", "a", "1"]);
+        w.end_unit();
+        assert_eq!(drain(&mut w, id), "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 ");
+        let after_first = 100
+            + "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n".len()
+                as u64;
+        assert_eq!(w.offset(id), Some(after_first));
+        w.push(0, &["DEL", "a"]);
+        w.end_unit();
+        assert_eq!(drain(&mut w, id), "*2 $3 DEL $1 a ");
+    }
+
+    #[test]
+    fn a_unit_of_several_commands_is_a_transaction_selected_before_multi() {
+        let mut w = WriteStream::new();
+        let id = w.subscribe(0, None);
+        w.push(3, &["DEL", "q"]);
+        w.push(3, &["SET", "q", "2"]);
+        w.push(12, &["SET", "r", "2"]);
+        w.end_unit();
+        assert_eq!(
+            drain(&mut w, id),
+            "*2 $6 SELECT $1 3 *1 $5 MULTI *2 $3 DEL $1 q *3 $3 SET $1 q $1 2 \
+             *2 $6 SELECT $2 12 *3 $3 SET $1 r $1 2 *1 $4 EXEC "
+        );
+    }
+
+    #[test]
+    fn each_consumer_selects_for_itself() {
+        let mut w = WriteStream::new();
+        let a = w.subscribe(0, None);
+        w.push(1, &["SET", "k", "v"]);
+        w.end_unit();
+        let b = w.subscribe(0, None);
+        w.emit(1, &["DEL", "k"]);
+        assert_eq!(
+            drain(&mut w, a),
+            "*2 $6 SELECT $1 1 *3 $3 SET $1 k $1 v *2 $3 DEL $1 k "
+        );
+        assert_eq!(drain(&mut w, b), "*2 $6 SELECT $1 1 *2 $3 DEL $1 k ");
+        w.force_select(a);
+        w.emit(1, &["DEL", "j"]);
+        assert_eq!(drain(&mut w, a), "*2 $6 SELECT $1 1 *2 $3 DEL $1 j ");
+        assert_eq!(drain(&mut w, b), "*2 $3 DEL $1 j ");
+        assert!(w.unsubscribe(a));
+        assert!(!w.unsubscribe(a));
+        assert_eq!(w.pending(b), 0);
+    }
+}
