@@ -419,7 +419,7 @@ fn expire_generic(
         db.set_expire(key, when as u64);
         // Redis 7.0 writes `PEXPIREAT key ms [flags]`: the name and the time rewritten, the flags
         // kept; PEXPIREAT itself verbatim.
-        if ctx.propagating() && !(name == "pexpireat") {
+        if ctx.propagating() && name != "pexpireat" {
             let mut rewritten = argv.to_vec();
             rewritten[0] = Bytes::from_static(b"PEXPIREAT");
             rewritten[2] = Bytes::from(when.to_string());

@@ -50,6 +50,22 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// Appends the decimal form of `n` to `out` without going through `format!`.
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    let mut v = n;
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[pos..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,20 +90,4 @@ mod tests {
             assert_eq!(parse_i64(bad), None, "{:?}", bad);
         }
     }
-}
-
-/// Appends the decimal form of `n` to `out` without going through `format!`.
-pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    let mut buf = [0u8; 20];
-    let mut pos = buf.len();
-    let mut v = n;
-    loop {
-        pos -= 1;
-        buf[pos] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[pos..]);
 }
