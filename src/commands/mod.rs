@@ -606,8 +606,8 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
 
 /// Adds what a command propagates to the current unit of the write stream, following Redis's
 /// `call()`: the deletions by expiry it caused, then its own argv (rewritten or verbatim) if it
-/// changed the keyspace or forced propagation. Module commands (BF/CF) propagate only when forced;
-/// EXEC never propagates itself (its queued commands did).
+/// changed the keyspace or forced propagation. EXEC never propagates itself (its queued commands
+/// did).
 fn propagate_after(ctx: &mut Ctx, spec: &CommandSpec, argv: &[Bytes], changes_before: u64) {
     crate::engine::push_expired(ctx.store, ctx.stream);
     if !ctx.stream.is_active() {
@@ -617,12 +617,7 @@ fn propagate_after(ctx: &mut Ctx, spec: &CommandSpec, argv: &[Bytes], changes_be
     if request.prevent || spec.name == "exec" {
         return;
     }
-    let wrote = if spec.has(flags::MODULE) {
-        request.force
-    } else {
-        request.force || ctx.store.changes() != changes_before
-    };
-    if wrote {
+    if request.force || ctx.store.changes() != changes_before {
         let db = ctx.client.db;
         match &request.argv {
             Some(rewritten) => ctx.stream.push(db, rewritten),

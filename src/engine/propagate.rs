@@ -37,9 +37,12 @@
 //!   verbatim (Redis's `server.dirty++`); `PFCOUNT` of several keys writes nothing.
 //! - Rewritten commands use Redis's shared upper-case names (`SET`, `PXAT`, `DEL`, `PEXPIREAT`,
 //!   `PERSIST`, `KEEPTTL`, `ABSTTL`); verbatim commands keep the client's spelling.
-//! - Module commands (BF.*, CF.*) are never propagated automatically (Redis skips `CMD_MODULE`
-//!   commands in `call()`); they propagate exactly where RedisBloom calls
-//!   `RedisModule_ReplicateVerbatim`: `BF.RESERVE`, `BF.ADD`/`BF.MADD`/`BF.INSERT` once they reach
+//! - Module commands: Redis skips `CMD_MODULE` commands in `call()`'s automatic propagation; they
+//!   propagate where the module calls `RedisModule_ReplicateVerbatim`. hyperbloom's BF/CF
+//!   handlers force propagation at exactly those points, and like every command are also written
+//!   when they changed the keyspace (a superset that only adds writes a replay needs — CMS, TopK
+//!   and t-digest rely on it until their handlers mark RedisBloom's points). RedisBloom's points:
+//!   `BF.RESERVE`, `BF.ADD`/`BF.MADD`/`BF.INSERT` once they reach
 //!   the item loop (so also when every item existed, and when a non-scaling filter filled up and
 //!   the reply carries an error), `BF.LOADCHUNK` and `CF.RESERVE` on success, `CF.ADD`/`CF.ADDNX`
 //!   unless the filter is full, `CF.INSERT`/`CF.INSERTNX` after the loop, `CF.DEL` for any existing
