@@ -592,8 +592,9 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
             )))
         }
     };
+
     if tracking {
-        propagate_after(ctx, spec, argv, changes_before);
+        propagate_after(ctx, spec, argv, changes_before, reply.is_error());
     }
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
@@ -606,9 +607,15 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
 
 /// Adds what a command propagates to the current unit of the write stream, following Redis's
 /// `call()`: the deletions by expiry it caused, then its own argv (rewritten or verbatim) if it
-/// changed the keyspace or forced propagation. EXEC never propagates itself (its queued commands
-/// did).
-fn propagate_after(ctx: &mut Ctx, spec: &CommandSpec, argv: &[Bytes], changes_before: u64) {
+/// changed the keyspace (a module command: and did not fail) or forced propagation. EXEC never
+/// propagates itself (its queued commands did).
+fn propagate_after(
+    ctx: &mut Ctx,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    changes_before: u64,
+    failed: bool,
+) {
     crate::engine::push_expired(ctx.store, ctx.stream);
     if !ctx.stream.is_active() {
         return;
@@ -617,7 +624,10 @@ fn propagate_after(ctx: &mut Ctx, spec: &CommandSpec, argv: &[Bytes], changes_be
     if request.prevent || spec.name == "exec" {
         return;
     }
-    if request.force || ctx.store.changes() != changes_before {
+    let changed = ctx.store.changes() != changes_before;
+    // A module command that answered an error propagates only if it forced it (RedisBloom calls
+    // ReplicateVerbatim on success, and in a few error paths the handlers mark).
+    if request.force || (changed && !(failed && spec.has(flags::MODULE))) {
         let db = ctx.client.db;
         match &request.argv {
             Some(rewritten) => ctx.stream.push(db, rewritten),

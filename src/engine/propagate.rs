@@ -39,9 +39,9 @@
 //!   `PERSIST`, `KEEPTTL`, `ABSTTL`); verbatim commands keep the client's spelling.
 //! - Module commands: Redis skips `CMD_MODULE` commands in `call()`'s automatic propagation; they
 //!   propagate where the module calls `RedisModule_ReplicateVerbatim`. hyperbloom's BF/CF
-//!   handlers force propagation at exactly those points, and like every command are also written
-//!   when they changed the keyspace (a superset that only adds writes a replay needs — CMS, TopK
-//!   and t-digest rely on it until their handlers mark RedisBloom's points). RedisBloom's points:
+//!   handlers force propagation at exactly those points; any module command that changed the
+//!   keyspace and did not answer an error is also written (CMS, TopK and t-digest rely on that:
+//!   RedisBloom replicates their writes on success). RedisBloom's points:
 //!   `BF.RESERVE`, `BF.ADD`/`BF.MADD`/`BF.INSERT` once they reach
 //!   the item loop (so also when every item existed, and when a non-scaling filter filled up and
 //!   the reply carries an error), `BF.LOADCHUNK` and `CF.RESERVE` on success, `CF.ADD`/`CF.ADDNX`
