@@ -92,6 +92,9 @@ pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 pub const SUBSCRIBER_CONTEXT: &str = "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
 /// A background save is already running.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+/// BGREWRITEAOF while a rewrite runs (Redis 7.0 `bgrewriteaofCommand`).
+pub const AOF_REWRITE_IN_PROGRESS: &str =
+    "ERR Background append only file rewriting already in progress";
 /// processCommand: a write on a read-only replica from one of its own clients.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// processCommand: a write on a primary with fewer good replicas than min-replicas-to-write.

@@ -282,6 +282,8 @@ pub struct ClientState {
     pub is_master: bool,
     /// What REPLCONF said before PSYNC.
     pub replconf: crate::engine::repl::ReplConf,
+    /// The AOF loader's client: EXEC skips the server-state refusals (loading, MISCONF).
+    pub replaying: bool,
 }
 
 impl ClientState {
@@ -298,6 +300,7 @@ impl ClientState {
             in_exec: false,
             is_master: false,
             replconf: Default::default(),
+            replaying: false,
         }
     }
 
@@ -516,6 +519,52 @@ pub(crate) fn reservation_fits(max: u64) -> Result<(), CmdError> {
         return Err(CmdError::Static(error::OOM));
     }
     Ok(())
+}
+
+/// Replays one command read from an AOF, as Redis's loader runs its fake client: no
+/// authentication, no refusals (the server is loading), MULTI queues and EXEC runs the queue; the
+/// reply is dropped by the caller (a failing command does not stop the load).
+pub fn replay(
+    shared: &Shared,
+    engine: &mut Engine,
+    client: &mut ClientState,
+    argv: &[Bytes],
+    now_ms: u64,
+) -> Reply {
+    let Some((index, spec)) = argv.first().and_then(|n| table().get(n)) else {
+        return Reply::Error(CmdError::unknown_command(argv));
+    };
+    if !spec.arity_ok(argv.len()) {
+        return Reply::Error(CmdError::arity(spec.name));
+    }
+    if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
+        if let Some(q) = client.multi.as_mut() {
+            q.push(argv.to_vec());
+        }
+        return Reply::Status("QUEUED");
+    }
+    run(shared, engine, client, index, spec, argv, now_ms)
+}
+
+/// A replayer for `persistence::aof::load`: a loader client of its own (database 0, as Redis's
+/// AOF fake client starts), each command timed by the wall clock.
+pub fn aof_replayer() -> Box<crate::persistence::aof::Replay<'static>> {
+    let addr = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    let handle = Arc::new(ClientHandle::new(0, addr, addr));
+    let mut client = ClientState::new(handle, true);
+    client.replaying = true;
+    Box::new(
+        move |shared: &Shared, engine: &mut Engine, argv: &[Bytes]| {
+            let now = now_ms();
+            let reply = replay(shared, engine, &mut client, argv, now);
+            if let Reply::Error(e) = &reply {
+                tracing::debug!(
+                    "AOF replay: {} answered {e}",
+                    String::from_utf8_lossy(&argv[0])
+                );
+            }
+        },
+    )
 }
 
 /// The server-state refusals EXEC re-checks for each queued command.

@@ -30,6 +30,7 @@ pub const SAVE_FAILED: &str = "ERR";
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("save", 1, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk.", save),
     cmd("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", bgsave),
+    cmd("bgrewriteaof", 1, ADMIN | NOSCRIPT, 0, 0, 0, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk.", bgrewriteaof),
     cmd("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", lastsave),
     cmd("dump", 2, READONLY, 1, 1, 1, "generic", "2.6.0", "Returns a serialized representation of the value stored at a key.", dump_cmd),
     cmd("restore", -4, WRITE | DENYOOM, 1, 1, 1, "generic", "2.6.0", "Creates a key from the serialized representation of a value.", restore_cmd),
@@ -60,6 +61,25 @@ fn bgsave(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Err(BgsaveRefused::InProgress) => Err(CmdError::Static(error::BGSAVE_IN_PROGRESS)),
         Err(BgsaveRefused::Loading) => Err(CmdError::Static(error::LOADING)),
     }
+}
+
+/// `BGREWRITEAOF` → `+Background append only file rewriting started`. The rewrite starts at the
+/// server's next cron tick (within 1/hz s): it needs the AOF lock, which is taken before the
+/// keyspace lock this handler runs under (`persistence::aof`).
+fn bgrewriteaof(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let mut p = ctx.shared.persistence();
+    if p.aof_rewrite.is_some() {
+        return Err(CmdError::Static(error::AOF_REWRITE_IN_PROGRESS));
+    }
+    p.aof_rewrite_scheduled = true;
+    if p.bgsave_in_progress {
+        return Ok(Reply::Status(
+            "Background append only file rewriting scheduled",
+        ));
+    }
+    Ok(Reply::Status(
+        "Background append only file rewriting started",
+    ))
 }
 
 /// `LASTSAVE` → unix seconds of the last successful save.

@@ -42,6 +42,16 @@ pub struct Config {
     pub stop_writes_on_bgsave_error: bool,
     pub enable_debug_command: String,
     pub appendonly: bool,
+    pub appendfilename: String,
+    pub appenddirname: String,
+    pub appendfsync: AppendFsync,
+    pub no_appendfsync_on_rewrite: bool,
+    pub auto_aof_rewrite_percentage: u64,
+    pub auto_aof_rewrite_min_size: u64,
+    pub aof_load_truncated: bool,
+    pub aof_use_rdb_preamble: bool,
+    pub aof_timestamp_enabled: bool,
+    pub aof_rewrite_incremental_fsync: bool,
     pub hz: u32,
     pub daemonize: bool,
     pub hll_sparse_max_bytes: usize,
@@ -113,6 +123,16 @@ impl Default for Config {
             stop_writes_on_bgsave_error: true,
             enable_debug_command: "no".into(),
             appendonly: false,
+            appendfilename: "appendonly.aof".into(),
+            appenddirname: "appendonlydir".into(),
+            appendfsync: AppendFsync::EverySec,
+            no_appendfsync_on_rewrite: false,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size: 64 * 1024 * 1024,
+            aof_load_truncated: true,
+            aof_use_rdb_preamble: true,
+            aof_timestamp_enabled: false,
+            aof_rewrite_incremental_fsync: true,
             hz: 10,
             daemonize: false,
             hll_sparse_max_bytes: 3000,
@@ -156,6 +176,37 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// `appendfsync`: when the AOF is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// After every batch of writes, before the replies go out (group commit).
+    Always,
+    /// Once a second, in the background.
+    EverySec,
+    /// Never explicitly (the kernel decides).
+    No,
+}
+
+impl AppendFsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::EverySec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+}
+
+/// A file name for the AOF: no path separators (Redis: "appendfilename can't be a path, just a
+/// filename").
+fn aof_name(args: &[String], what: &str) -> Result<String, String> {
+    let v = one(args)?;
+    if v.contains('/') || v.is_empty() {
+        return Err(format!("{what} can't be a path, just a filename"));
+    }
+    Ok(v.to_string())
 }
 
 type Getter = fn(&Config) -> String;
@@ -494,14 +545,122 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "appendonly",
-        doc: "AOF is not supported; must stay 'no'.",
+        doc: "Log every write to the append-only files in appenddirname (Redis 7 multi-part AOF).",
         mutable: true,
         get: |c| yes_no(c.appendonly),
         set: |c, a| {
-            if parse_bool(a)? {
-                return Err("appendonly is not supported by hyperbloom".into());
+            c.appendonly = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appendfilename",
+        doc: "Base name of the AOF files (appendonly.aof.1.base.rdb, ...).",
+        mutable: false,
+        get: |c| c.appendfilename.clone(),
+        set: |c, a| {
+            c.appendfilename = aof_name(a, "appendfilename")?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appenddirname",
+        doc: "Directory (inside dir) holding the AOF files and their manifest.",
+        mutable: false,
+        get: |c| c.appenddirname.clone(),
+        set: |c, a| {
+            c.appenddirname = aof_name(a, "appenddirname")?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "appendfsync",
+        doc: "always (fsync before replying, one fsync per batch), everysec, or no.",
+        mutable: true,
+        get: |c| c.appendfsync.name().into(),
+        set: |c, a| {
+            c.appendfsync = match one(a)?.to_ascii_lowercase().as_str() {
+                "always" => AppendFsync::Always,
+                "everysec" => AppendFsync::EverySec,
+                "no" => AppendFsync::No,
+                _ => return Err("argument(s) must be one of the following: always, everysec, no".into()),
+            };
+            Ok(())
+        },
+    },
+    Directive {
+        name: "no-appendfsync-on-rewrite",
+        doc: "Skip the AOF fsync while a rewrite or BGSAVE runs.",
+        mutable: true,
+        get: |c| yes_no(c.no_appendfsync_on_rewrite),
+        set: |c, a| {
+            c.no_appendfsync_on_rewrite = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "auto-aof-rewrite-percentage",
+        doc: "Rewrite when the AOF grew by this percentage over its size after the last rewrite (0: never).",
+        mutable: true,
+        get: |c| c.auto_aof_rewrite_percentage.to_string(),
+        set: |c, a| {
+            let v = one(a)?
+                .parse::<i64>()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if !(0..=i32::MAX as i64).contains(&v) {
+                return Err("argument must be between 0 and 2147483647 inclusive".into());
             }
-            c.appendonly = false;
+            c.auto_aof_rewrite_percentage = v as u64;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "auto-aof-rewrite-min-size",
+        doc: "No automatic rewrite below this AOF size.",
+        mutable: true,
+        get: |c| c.auto_aof_rewrite_min_size.to_string(),
+        set: |c, a| {
+            c.auto_aof_rewrite_min_size = parse_memory(one(a)?)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "aof-load-truncated",
+        doc: "Load an AOF whose last command is cut short (yes) or refuse to start (no).",
+        mutable: true,
+        get: |c| yes_no(c.aof_load_truncated),
+        set: |c, a| {
+            c.aof_load_truncated = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "aof-use-rdb-preamble",
+        doc: "Write the AOF base file in RDB format (yes) or as commands (no).",
+        mutable: true,
+        get: |c| yes_no(c.aof_use_rdb_preamble),
+        set: |c, a| {
+            c.aof_use_rdb_preamble = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "aof-timestamp-enabled",
+        doc: "Annotate the AOF with #TS:<unix time> lines.",
+        mutable: true,
+        get: |c| yes_no(c.aof_timestamp_enabled),
+        set: |c, a| {
+            c.aof_timestamp_enabled = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "aof-rewrite-incremental-fsync",
+        doc: "fsync the rewritten base every 4 MB while writing it.",
+        mutable: true,
+        get: |c| yes_no(c.aof_rewrite_incremental_fsync),
+        set: |c, a| {
+            c.aof_rewrite_incremental_fsync = parse_bool(a)?;
             Ok(())
         },
     },
@@ -891,8 +1050,6 @@ pub static IGNORED: &[&str] = &[
     "lazyfree-lazy-expire",
     "lazyfree-lazy-server-del",
     "lazyfree-lazy-user-del",
-    "appendfsync",
-    "appendfilename",
     "latency-tracking",
     "unixsocket",
     "unixsocketperm",

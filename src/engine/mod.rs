@@ -19,7 +19,7 @@ pub mod repl;
 pub mod shared;
 
 pub use propagate::{SubscriberId, WriteStream};
-pub use shared::{BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
+pub use shared::{AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
 
 /// Per-command statistics (INFO commandstats).
 #[derive(Debug, Default, Clone, Copy)]
@@ -42,6 +42,8 @@ pub struct Engine {
     pub pubsub: pubsub::PubSub,
     /// Replication: ids, offset, backlog, replicas, the link to our primary.
     pub repl: repl::ReplState,
+    /// The AOF's subscription to the write stream, while the AOF is open.
+    pub aof_sub: Option<SubscriberId>,
     /// Every executed write as the commands to propagate (AOF, replicas); see [`propagate`].
     pub stream: WriteStream,
 }
@@ -56,6 +58,7 @@ impl Engine {
             error_stats: HashMap::new(),
             pubsub: pubsub::PubSub::new(),
             repl: repl::ReplState::new(shared::new_run_id()),
+            aof_sub: None,
             stream: WriteStream::new(),
         }
     }

@@ -100,6 +100,51 @@ pub struct PersistenceStatus {
     pub last_error: Option<String>,
     pub last_load_keys_loaded: u64,
     pub last_load_keys_expired: u64,
+    /// The AOF rewrite in flight (collected by `persistence::aof::poll_rewrite`).
+    pub aof_rewrite: Option<Arc<AofRewriteJob>>,
+    /// BGREWRITEAOF while a BGSAVE ran: start when it ends.
+    pub aof_rewrite_scheduled: bool,
+    pub aof_last_bgrewrite_ok: bool,
+    pub aof_last_rewrite_time_sec: i64,
+    pub aof_rewrites: u64,
+}
+
+/// INFO's AOF figures, mirrored by `persistence::aof`.
+#[derive(Debug, Default)]
+pub struct AofInfo {
+    pub enabled: AtomicBool,
+    pub base_size: AtomicU64,
+    pub incr_size: AtomicU64,
+    pub write_failed: AtomicBool,
+}
+
+/// An AOF rewrite in flight: its start and, once finished, its outcome.
+#[derive(Debug)]
+pub struct AofRewriteJob {
+    pub started: Instant,
+    pub outcome: Mutex<Option<Result<(), String>>>,
+}
+
+/// The open AOF: the incr file being appended to and the group-commit bookkeeping (the logic is
+/// `persistence::aof`). Guarded by `Shared::aof`, which is always taken *before* the keyspace lock.
+pub struct AofSink {
+    pub file: std::fs::File,
+    /// Its subscription to the write stream.
+    pub sub: super::SubscriberId,
+    pub buf: Vec<u8>,
+    /// Stream offset written to the file / fsynced.
+    pub written: u64,
+    pub synced: u64,
+    pub fsync: crate::config::AppendFsync,
+    pub last_fsync: Instant,
+    /// INFO aof_base_size, and the incr files' total (aof_current_size = the sum).
+    pub base_size: u64,
+    pub incr_size: u64,
+    /// aof_current_size after the last rewrite (the automatic rewrite's reference).
+    pub rewrite_base_size: u64,
+    pub last_write_ok: bool,
+    /// The manifest in force, as text (empty while CONFIG SET appendonly yes writes the first base).
+    pub manifest: String,
 }
 
 impl Default for PersistenceStatus {
@@ -117,6 +162,11 @@ impl Default for PersistenceStatus {
             last_error: None,
             last_load_keys_loaded: 0,
             last_load_keys_expired: 0,
+            aof_rewrite: None,
+            aof_rewrite_scheduled: false,
+            aof_last_bgrewrite_ok: true,
+            aof_last_rewrite_time_sec: -1,
+            aof_rewrites: 0,
         }
     }
 }
@@ -176,6 +226,10 @@ pub struct Shared {
     /// Mirrors of the replication settings the dispatcher checks per write.
     pub repl_knobs: ReplKnobs,
     pub persistence: Mutex<PersistenceStatus>,
+    /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
+    pub aof: Mutex<Option<AofSink>>,
+    /// The AOF's figures for INFO, readable without the AOF lock.
+    pub aof_info: AofInfo,
     /// Carries `master_repl_offset` after each batch that fed the replication stream: replica
     /// tasks wait on it for bytes to send.
     pub repl_fed: tokio::sync::watch::Sender<u64>,
@@ -207,6 +261,8 @@ impl Shared {
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
             persistence: Mutex::new(PersistenceStatus::default()),
+            aof: Mutex::new(None),
+            aof_info: AofInfo::default(),
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
@@ -234,6 +290,10 @@ impl Shared {
 
     pub fn clients(&self) -> MutexGuard<'_, HashMap<u64, Arc<ClientHandle>>> {
         self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn aof(&self) -> MutexGuard<'_, Option<AofSink>> {
+        self.aof.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn persistence(&self) -> MutexGuard<'_, PersistenceStatus> {

@@ -138,8 +138,14 @@ pub async fn serve(
                     }
                 }
                 super::replica::notify_fed(&shared, &mut engine);
+                let aof_upto = crate::persistence::aof::offset(&engine);
                 drop(engine);
                 requests.drain(..done);
+                // Group commit: this batch's writes reach the AOF (and the disk under
+                // `appendfsync always`) before its replies are sent.
+                if let Some(upto) = aof_upto {
+                    super::blocking(|| crate::persistence::aof::commit(&shared, upto));
+                }
             }
             if let Some(e) = protocol_error {
                 // Redis replies with the protocol error, then closes once replies are written.

@@ -114,7 +114,7 @@ pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     let listeners = bind(&config).await?;
     let shared = Shared::new(config, crate::commands::table().len());
-    crate::persistence::load_at_startup(&shared)
+    crate::persistence::load_at_startup(&shared, crate::commands::aof_replayer())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let addr = listeners[0].local_addr()?;
     shared.port.store(addr.port() as usize, Ordering::Relaxed);
@@ -163,6 +163,8 @@ pub async fn run(
         t.abort();
     }
     cron.abort();
+    // Whatever the AOF holds reaches the disk before the process ends.
+    crate::persistence::flush_aof(&shared);
     link.abort();
     // Give connections a moment to flush their last replies.
     for _ in 0..50 {
@@ -240,6 +242,15 @@ fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
     }
 }
 
+/// Runs blocking file work (an fsync) from a connection task without stalling the other tasks of
+/// a multi-threaded runtime; on a current-thread runtime (some tests) it simply runs.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// The background cron: active expiry and save points, `hz` times a second.
 async fn cron(shared: Arc<Shared>) {
     let mut last_second = 0u64;
@@ -269,6 +280,7 @@ async fn cron(shared: Arc<Shared>) {
             }
         }
         crate::persistence::cron(&shared);
+        crate::persistence::aof::cron(&shared);
     }
 }
 
@@ -283,7 +295,7 @@ pub async fn serve_main(config: Config) -> i32 {
     };
     let shared = Shared::new(config, crate::commands::table().len());
     // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
-    let load = crate::persistence::spawn_startup_load(&shared);
+    let load = crate::persistence::spawn_startup_load(&shared, crate::commands::aof_replayer());
     let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let failed = load_failed.clone();
     let stop = async move {
