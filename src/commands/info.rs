@@ -127,8 +127,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 .unwrap_or(-1);
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:{loading}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\n{}",
-                crate::persistence::aof::info_text(shared, &p),
+                "# Persistence\r\nloading:{loading}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\n{aof}",
                 p.bgsave_in_progress as u8,
                 p.last_save_unix,
                 if p.last_bgsave_ok { "ok" } else { "err" },
@@ -136,6 +135,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 p.saves,
                 p.last_load_keys_expired,
                 p.last_load_keys_loaded,
+                aof = crate::persistence::aof::info_text(shared, &p),
             );
             // hyperbloom's own field: why the last save failed (Redis only logs it).
             if let Some(e) = &p.last_error {
