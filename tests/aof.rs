@@ -191,8 +191,9 @@ fn kill_loop(tag: &str, rewrites: bool) {
         kill9(&mut child);
     }
     assert!(
-        acked_total.iter().sum::<u64>() > 0,
-        "no write was ever acknowledged"
+        runs_with_acks * 2 > kills(),
+        "only {runs_with_acks} of {} runs had a write acknowledged",
+        kills()
     );
 }
 
