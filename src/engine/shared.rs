@@ -230,6 +230,8 @@ pub struct Shared {
     pub aof: Mutex<Option<AofSink>>,
     /// The AOF's figures for INFO, readable without the AOF lock.
     pub aof_info: AofInfo,
+    /// `appendfsync always` is in force for the open AOF (commits must wait for the lock).
+    pub aof_always: AtomicBool,
     /// Carries `master_repl_offset` after each batch that fed the replication stream: replica
     /// tasks wait on it for bytes to send.
     pub repl_fed: tokio::sync::watch::Sender<u64>,
@@ -263,6 +265,7 @@ impl Shared {
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),
+            aof_always: AtomicBool::new(false),
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,

@@ -269,7 +269,17 @@ pub fn offset(engine: &Engine) -> Option<u64> {
 /// before returning: the group commit of the module essay. Errors are recorded for INFO; with
 /// `always` a write error stops the server as in Redis.
 pub fn commit(shared: &Shared, upto: u64) {
-    let mut guard = shared.aof();
+    // Without `always`, a connection never waits for another's write: if the AOF is busy its bytes
+    // go out with the next commit or the cron's pass (within 1/hz s), inside everysec's bound.
+    let mut guard = if shared.aof_always.load(Ordering::Relaxed) {
+        shared.aof()
+    } else {
+        match shared.aof.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    };
     let Some(sink) = guard.as_mut() else {
         return;
     };
@@ -339,6 +349,17 @@ pub fn cron(shared: &Arc<Shared>) {
             tracing::info!("Starting automatic rewriting of AOF");
             if let Err(e) = start_rewrite_locked(shared, &mut guard, &mut engine) {
                 tracing::warn!("Automatic AOF rewrite failed to start: {e}");
+            }
+        }
+    }
+    // Bytes a busy commit left behind (everysec, no) reach the file at least once a tick.
+    {
+        let mut guard = shared.aof();
+        if let Some(sink) = guard.as_mut() {
+            if sink.fsync != AppendFsync::Always {
+                if let Err(e) = write_pending(shared, sink) {
+                    fail_write(shared, sink, e);
+                }
             }
         }
     }
@@ -488,6 +509,9 @@ fn install_sink(
     let sub = engine.subscribe_stream(0, None);
     engine.aof_sub = Some(sub);
     let fsync = shared.config().appendfsync;
+    shared
+        .aof_always
+        .store(fsync == AppendFsync::Always, Ordering::Relaxed);
     *guard = Some(AofSink {
         file,
         sub,
@@ -528,6 +552,9 @@ fn reconcile(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) 
     if let Some(s) = guard.as_mut() {
         s.fsync = fsync;
     }
+    shared
+        .aof_always
+        .store(fsync == AppendFsync::Always, Ordering::Relaxed);
     if on && guard.is_none() && !rewrite_in_progress(shared) {
         if let Err(e) = start_rewrite_locked(shared, guard, engine) {
             tracing::warn!("Can't turn the AOF on: {e}");

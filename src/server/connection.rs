@@ -144,7 +144,15 @@ pub async fn serve(
                 // Group commit: this batch's writes reach the AOF (and the disk under
                 // `appendfsync always`) before its replies are sent.
                 if let Some(upto) = aof_upto {
-                    super::blocking(|| crate::persistence::aof::commit(&shared, upto));
+                    // Only `always` waits for an fsync, on a thread handed over by the runtime so
+                    // the other connections keep running (measured: fsyncing in place cut
+                    // pipelined `always` throughput ~5x); a plain write() to the page cache is
+                    // cheaper than that hand-over.
+                    if shared.aof_always.load(Ordering::Relaxed) {
+                        super::blocking(|| crate::persistence::aof::commit(&shared, upto));
+                    } else {
+                        crate::persistence::aof::commit(&shared, upto);
+                    }
                 }
             }
             if let Some(e) = protocol_error {
