@@ -85,6 +85,8 @@ pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, bu
 pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
 /// DEBUG without `enable-debug-command`.
 pub const DEBUG_NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+/// SHUTDOWN whose final save failed (without FORCE).
+pub const SHUTDOWN_FAILED: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 /// RENAME/COPY/... where source and destination coincide (MOVE, COPY).
 pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 /// Any command but (P|S)(UN)SUBSCRIBE, PING, QUIT and RESET from a RESP2 client with a

@@ -330,6 +330,8 @@ pub struct Ctx<'a> {
     /// The write stream ([`crate::engine::propagate`]); handlers reach it through the
     /// `propagate_*` methods.
     pub stream: &'a mut WriteStream,
+    /// The engine's shut-down mark (SHUTDOWN sets it through `persistence::shut_down`).
+    pub shut_down: &'a mut bool,
 }
 
 impl Ctx<'_> {
@@ -592,6 +594,7 @@ pub fn run(
         error_stats: &mut engine.error_stats,
         repl: &mut engine.repl,
         stream: &mut engine.stream,
+        shut_down: &mut engine.shut_down,
     };
     let reply = execute(&mut ctx, index, spec, argv);
     // The outermost call ends the unit: EXEC's queued commands share it.

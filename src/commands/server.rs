@@ -311,18 +311,11 @@ fn shutdown(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     let force = argv[1..].iter().any(|a| a.eq_ignore_ascii_case(b"FORCE"));
-    let must_save = save.unwrap_or_else(|| !ctx.config().save.is_empty());
-    if must_save {
-        if let Err(e) = crate::persistence::save_for_shutdown(ctx.shared, ctx.store) {
-            tracing::warn!("Error trying to save the DB, can't exit: {e}");
-            if !force {
-                return Err(CmdError::Static(
-                    "ERR Errors trying to SHUTDOWN. Check logs.",
-                ));
-            }
-        }
-    }
     tracing::info!("User requested shutdown...");
+    let req = crate::persistence::ShutdownRequest { save, force };
+    if crate::persistence::shut_down(ctx.shared, ctx.store, ctx.shut_down, &req).is_err() {
+        return Err(CmdError::Static(error::SHUTDOWN_FAILED));
+    }
     ctx.client.action = Some(Action::Shutdown);
     // Redis closes the connection without a reply on success.
     Ok(Reply::Raw(Bytes::new()))

@@ -46,6 +46,10 @@ pub struct Engine {
     pub aof_sub: Option<SubscriberId>,
     /// Every executed write as the commands to propagate (AOF, replicas); see [`propagate`].
     pub stream: WriteStream,
+    /// Set, under this lock, by the shutdown sequence once the final persistence steps are done.
+    /// From then on no command may run: whoever takes the lock and finds it set must drop its
+    /// requests unanswered, so every reply ever sent describes state that is in the saved file.
+    pub shut_down: bool,
 }
 
 impl Engine {
@@ -60,6 +64,7 @@ impl Engine {
             repl: repl::ReplState::new(shared::new_run_id()),
             aof_sub: None,
             stream: WriteStream::new(),
+            shut_down: false,
         }
     }
 

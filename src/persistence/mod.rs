@@ -56,7 +56,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::engine::Shared;
+use crate::engine::{Engine, Shared};
 use crate::store::Store;
 use rdb::{LoadOptions, LoadStats, RdbError, RdbReader};
 
@@ -281,34 +281,106 @@ pub fn spawn_startup_load(
     rx
 }
 
-/// Called on SIGTERM/SIGINT: flushes the AOF, saves when save points are configured.
-pub fn save_on_shutdown(shared: &Shared) {
-    aof::flush_all(shared);
-    if shared.config().save.is_empty() {
-        return;
+// ---------------------------------------------------------------------------------------------
+// Shutdown
+// ---------------------------------------------------------------------------------------------
+
+/// How a shutdown was asked for: SIGTERM/SIGINT (`save: None`, the save points decide) or
+/// `SHUTDOWN [NOSAVE|SAVE] [FORCE]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownRequest {
+    /// `Some(true)` = SAVE, `Some(false)` = NOSAVE, `None` = save when save points are set.
+    pub save: Option<bool>,
+    /// FORCE: exit even if a final persistence step fails.
+    pub force: bool,
+}
+
+/// One final persistence step: runs under the keyspace lock, after the last command and before
+/// the server is marked shut down.
+type FinalStep = fn(&Shared, &mut Store, &ShutdownRequest) -> Result<(), String>;
+
+/// The final persistence steps that run under the keyspace lock, in order. The AOF's final write
+/// and fsync is not one of them: the AOF lock comes before the keyspace lock, so `server::run`
+/// calls [`flush_aof`] after the shutdown sequence, once the lock is released. That is still
+/// final: with the engine marked shut down, nothing can be appended after it.
+const FINAL_STEPS: &[(&str, FinalStep)] = &[("final RDB snapshot", final_snapshot)];
+
+fn final_snapshot(shared: &Shared, store: &mut Store, req: &ShutdownRequest) -> Result<(), String> {
+    let wanted = req.save.unwrap_or_else(|| !shared.config().save.is_empty());
+    if !wanted {
+        return Ok(());
+    }
+    // As Redis: while loading, the keyspace is not the file's content yet; never save it.
+    if shared.loading.load(Ordering::SeqCst) {
+        tracing::warn!("The dataset is still loading: exiting without a final snapshot.");
+        return Ok(());
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    let mut engine = shared.engine();
-    if let Err(e) = snapshot::save_sync(shared, &mut engine.store) {
-        tracing::warn!("Error trying to save the DB, exiting without a final snapshot: {e}");
+    snapshot::save_sync(shared, store).map(|_| ())
+}
+
+/// [`shut_down`] for the server, which holds the whole engine.
+pub fn shut_down_engine(
+    shared: &Shared,
+    engine: &mut Engine,
+    req: &ShutdownRequest,
+) -> Result<(), String> {
+    let Engine {
+        store,
+        shut_down: flag,
+        ..
+    } = engine;
+    shut_down(shared, store, flag, req)
+}
+
+/// The shutdown sequence (SIGTERM, SIGINT, SHUTDOWN), run with the keyspace lock held by the
+/// caller: the final persistence steps, then the engine is marked shut down and the server is
+/// told to stop, all before the lock is released. A connection that takes the lock afterwards
+/// finds `shut_down` set and runs nothing, so no command executes after the final snapshot and
+/// every reply a client has received describes state that is in the saved file.
+///
+/// A failing step without `force` aborts the shutdown (the server keeps serving, as Redis does)
+/// and returns why; with `force` the server exits anyway.
+///
+/// `store` and `shut_down` are the locked [`Engine`]'s fields (a command handler holds them
+/// separately).
+pub fn shut_down(
+    shared: &Shared,
+    store: &mut Store,
+    shut_down: &mut bool,
+    req: &ShutdownRequest,
+) -> Result<(), String> {
+    if *shut_down {
+        return Ok(());
     }
+    for (name, step) in FINAL_STEPS {
+        if let Err(e) = step(shared, store, req) {
+            if req.force {
+                tracing::warn!("Error in the {name} ({e}). Exit anyway.");
+            } else {
+                tracing::warn!("Error in the {name} ({e}), can't exit.");
+                return Err(e);
+            }
+        }
+    }
+    *shut_down = true;
+    shared.request_shutdown();
+    Ok(())
 }
 
 /// Called by the server cron: collects a finished background save and starts one when a save
 /// point is reached.
 pub fn cron(shared: &std::sync::Arc<Shared>) {
     let mut engine = shared.engine();
+    if engine.shut_down {
+        return;
+    }
     snapshot::check_save_points(shared, &mut engine.store);
 }
 
 /// Brings the persistence status up to date (a finished BGSAVE is collected). For INFO.
 pub fn refresh(shared: &Shared, store: &mut Store) {
     snapshot::poll_bgsave(shared, store);
-}
-
-/// SHUTDOWN's save (inside the keyspace lock, as Redis's SHUTDOWN blocks).
-pub fn save_for_shutdown(shared: &Shared, store: &mut Store) -> Result<(), String> {
-    snapshot::save_sync(shared, store).map(|_| ())
 }
 
 /// SHUTDOWN with the AOF on: what is pending reaches the disk. Takes the AOF lock, so the caller

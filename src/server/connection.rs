@@ -124,6 +124,13 @@ pub async fn serve(
                 let now = commands::now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
                 let mut engine = shared.engine();
+                if engine.shut_down {
+                    // The final snapshot is taken: run nothing more, answer nothing more.
+                    drop(engine);
+                    requests.clear();
+                    close_after = true;
+                    break;
+                }
                 // Pushes published before this batch go out before its replies; pushes a command
                 // sends to this very client go out before that command's reply, as in Redis.
                 handle.outbox.drain_into(&mut outbuf);

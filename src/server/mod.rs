@@ -42,9 +42,10 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Stops the server (as SIGTERM would, including the shutdown save) and waits for it.
+    /// Stops the server as SIGTERM would (the shutdown sequence, including the save when save
+    /// points are set) and waits for it. If the final save fails, it stops anyway.
     pub async fn stop(self) {
-        self.shared.request_shutdown();
+        terminate(&self.shared, true);
         let _ = self.join.await;
     }
 }
@@ -119,17 +120,31 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     let addr = listeners[0].local_addr()?;
     shared.port.store(addr.port() as usize, Ordering::Relaxed);
     let s = shared.clone();
-    let join = tokio::spawn(async move { run(listeners, s, std::future::pending()).await });
+    let join = tokio::spawn(async move { run(listeners, s, std::future::pending::<()>).await });
     Ok(ServerHandle { addr, shared, join })
 }
 
-/// Serves until `shutdown` completes (e.g. SIGTERM) or a client runs SHUTDOWN. On an external
-/// shutdown the save points decide whether to save, as Redis does on SIGTERM.
-pub async fn run(
-    listeners: Vec<TcpListener>,
-    shared: Arc<Shared>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
+/// The SIGTERM shutdown: the shutdown sequence with the save points deciding, under the keyspace
+/// lock. `force` exits even when the final save fails (Redis keeps serving instead).
+fn terminate(shared: &Shared, force: bool) -> bool {
+    let req = crate::persistence::ShutdownRequest { save: None, force };
+    let mut engine = shared.engine();
+    crate::persistence::shut_down_engine(shared, &mut engine, &req).is_ok()
+}
+
+/// Serves until a future made by `external` completes (SIGTERM, SIGINT) or a client runs
+/// SHUTDOWN. On an external stop the save points decide whether to save, as Redis does on
+/// SIGTERM; if that save fails the server keeps serving and `external` is asked for the next
+/// stop signal.
+///
+/// Either way the stop goes through `persistence::shut_down` with the keyspace lock held, which
+/// marks the engine shut down before the lock is released: from then on the connections execute
+/// nothing, so no acknowledged write can be missing from the final snapshot.
+pub async fn run<F, Fut>(listeners: Vec<TcpListener>, shared: Arc<Shared>, mut external: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut accept_tasks = Vec::new();
     for listener in listeners {
         let shared = shared.clone();
@@ -150,14 +165,22 @@ pub async fn run(
     }
     let link = tokio::spawn(link::supervisor(shared.clone()));
     let mut stop = shared.shutdown.subscribe();
-    let external = tokio::select! {
-        _ = shutdown => true,
-        _ = stop.wait_for(|v| *v) => false,
-    };
-    if external {
+    loop {
+        let signalled = external();
+        let is_external = tokio::select! {
+            _ = signalled => true,
+            _ = stop.wait_for(|v| *v) => false,
+        };
+        if !is_external {
+            break;
+        }
         tracing::info!("Received shutdown request, preparing to shut down");
-        crate::persistence::save_on_shutdown(&shared);
-        shared.request_shutdown();
+        if terminate(&shared, false) {
+            break;
+        }
+        tracing::warn!(
+            "SIGTERM received but errors trying to shut down the server, check the logs for more information"
+        );
     }
     for t in accept_tasks {
         t.abort();
@@ -264,6 +287,9 @@ async fn cron(shared: Arc<Shared>) {
         }
         {
             let mut engine = shared.engine();
+            if engine.shut_down {
+                return;
+            }
             // A replica never expires keys itself: its primary sends the DELs (as in Redis).
             let is_replica = engine.repl.master.is_some();
             let mut expired = 0;
@@ -297,19 +323,23 @@ pub async fn serve_main(config: Config) -> i32 {
     // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
     let load = crate::persistence::spawn_startup_load(&shared, crate::commands::aof_replayer());
     let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let failed = load_failed.clone();
-    let stop = async move {
-        let load_error = async {
-            match load.await {
-                Ok(Err(e)) => e,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = signal() => {}
-            e = load_error => {
+    let (failed_tx, failed_rx) = tokio::sync::watch::channel(false);
+    {
+        let failed = load_failed.clone();
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = load.await {
                 tracing::error!("{e}");
                 failed.store(true, Ordering::SeqCst);
+                failed_tx.send_replace(true);
+            }
+        });
+    }
+    let stop = move || {
+        let mut failed = failed_rx.clone();
+        async move {
+            tokio::select! {
+                _ = signal() => {}
+                _ = load_failure(&mut failed) => {}
             }
         }
     };
@@ -329,6 +359,14 @@ pub async fn serve_main(config: Config) -> i32 {
         1
     } else {
         0
+    }
+}
+
+/// Completes when the startup load has failed. The sender goes away once the load succeeded:
+/// that is no reason to stop, so then this never completes.
+async fn load_failure(failed: &mut tokio::sync::watch::Receiver<bool>) {
+    if failed.wait_for(|f| *f).await.is_err() {
+        std::future::pending::<()>().await
     }
 }
 
