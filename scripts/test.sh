@@ -41,7 +41,9 @@ step() { printf '\n==> [%4ds] %s\n' "$(( $(date +%s) - started ))" "$*"; }
 # ---------------------------------------------------------------------------------------------
 if [[ $run_compat == 1 ]]; then
     missing=()
-    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    # /etc/redis/redis.conf (Debian's stock file, tests/config_redis_conf.rs) comes with redis-server.
+    { command -v redis-server >/dev/null 2>&1 && [[ -f /etc/redis/redis.conf ]]; } \
+        || missing+=(redis-server)
     { command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; } \
         || missing+=(redis-tools)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)

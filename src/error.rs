@@ -30,6 +30,15 @@ pub const INCR_NAN: &str = "ERR increment would produce NaN or Infinity";
 pub const NO_SUCH_KEY: &str = "ERR no such key";
 /// SELECT, MOVE, COPY DB with an index at or above `databases`.
 pub const DB_INDEX_RANGE: &str = "ERR DB index is out of range";
+/// SELECT with an integer outside int (getIntFromObjectOrReply's range check; the missing "to" is
+/// Redis's).
+pub const INT_RANGE: &str =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
+/// MODULE LOAD/LOADEX/UNLOAD refused by `enable-module-command` (processCommand).
+pub const MODULE_NOT_ALLOWED: &str = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+/// MODULE LOAD/LOADEX: hyperbloom cannot load shared objects (moduleLoad's failure reply).
+pub const MODULE_LOAD_FAILED: &str =
+    "ERR Error loading the extension. Please check the server logs.";
 /// SETRANGE/APPEND growing a string past 512 MB.
 pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 /// SETRANGE with a negative offset.

@@ -32,6 +32,13 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 pairs.push((d.name.to_string(), (d.get)(&config)));
             }
         }
+        for a in crate::config::accepted::ACCEPTED {
+            if super::glob::matches(pattern, a.name.as_bytes(), true)
+                && !pairs.iter().any(|(n, _)| n == a.name)
+            {
+                pairs.push((a.name.to_string(), config.accepted_value(a)));
+            }
+        }
     }
     Ok(Reply::Map(
         pairs
@@ -50,6 +57,10 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let name = String::from_utf8_lossy(&pair[0]).into_owned();
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         let Some(d) = crate::config::find(&name) else {
+            if let Some(a) = crate::config::accepted::find(&name) {
+                set_accepted(&mut updated, a, &name, value)?;
+                continue;
+            }
             return Err(CmdError::Owned(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
             )));
@@ -57,6 +68,16 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if !d.mutable {
             return Err(CmdError::Owned(format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+            )));
+        }
+        if crate::config::is_protected(d.name)
+            && !crate::config::allows_protected(
+                &updated.enable_protected_configs,
+                ctx.client.handle.addr.ip().is_loopback(),
+            )
+        {
+            return Err(CmdError::Owned(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
             )));
         }
         if let Err(why) = (d.set)(&mut updated, &[value]) {
@@ -71,6 +92,33 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // A new password does not log out connected clients, as in Redis.
     ctx.shared.replace_config(updated);
     Ok(Reply::ok())
+}
+
+/// CONFIG SET of an accepted, not implemented directive: stored for CONFIG GET (and REWRITE),
+/// refused where Redis makes it immutable, logged because it changes nothing.
+fn set_accepted(
+    updated: &mut crate::config::Config,
+    a: &'static crate::config::accepted::Accepted,
+    name: &str,
+    value: String,
+) -> Result<(), CmdError> {
+    if !a.mutable {
+        return Err(CmdError::Owned(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+        )));
+    }
+    let words: Vec<String> = value.split_whitespace().map(String::from).collect();
+    let words = if words.is_empty() { vec![value] } else { words };
+    if let Err(why) = updated.accept(a, &words) {
+        return Err(CmdError::Owned(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        )));
+    }
+    tracing::warn!(
+        "CONFIG SET {}: accepted, but hyperbloom does not implement this directive",
+        a.name
+    );
+    Ok(())
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {

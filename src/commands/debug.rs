@@ -11,11 +11,7 @@ use crate::protocol::Reply;
 // ---------------------------------------------------------------------------------------------
 
 pub(super) fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let allowed = ctx.config().enable_debug_command.clone();
-    let local = ctx.client.handle.addr.ip().is_loopback();
-    if allowed == "no" || (allowed == "local" && !local) {
-        return Err(CmdError::Static(error::DEBUG_NOT_ALLOWED));
-    }
+    // `enable-debug-command` is checked by the dispatcher, before authentication, as in Redis.
     let sub = argv[1].to_ascii_lowercase();
     match sub.as_slice() {
         b"sleep" => {

@@ -70,6 +70,10 @@ pub mod flags {
     pub const MAY_REPLICATE: u32 = 1 << 14;
     pub const NO_MULTI: u32 = 1 << 15;
     pub const ALLOW_BUSY: u32 = 1 << 16;
+    /// Redis's CMD_PROTECTED (DEBUG, MODULE LOAD/LOADEX/UNLOAD): allowed only as the
+    /// `enable-debug-command` / `enable-module-command` setting says. Not listed by COMMAND INFO
+    /// (Redis does not list it either).
+    pub const PROTECTED: u32 = 1 << 17;
 
     /// Names in the order Redis lists them.
     pub const NAMES: &[(u32, &str)] = &[
@@ -428,18 +432,14 @@ fn dispatch_inner(
         return Reply::Error(CmdError::unknown_command(argv));
     };
     if !spec.arity_ok(argv.len()) {
-        engine.stats[index].rejected += 1;
-        if client.multi.is_some() {
-            client.multi_error = true;
-        }
-        return Reply::Error(CmdError::arity(spec.name));
+        return reject(engine, client, index, spec, CmdError::arity(spec.name));
+    }
+    // As Redis's processCommand: protected commands are refused before authentication.
+    if let Some(refusal) = refuse_protected(shared, client, spec, argv) {
+        return reject(engine, client, index, spec, refusal);
     }
     if !client.authenticated && !spec.has(flags::NOAUTH) {
-        engine.stats[index].rejected += 1;
-        if client.multi.is_some() {
-            client.multi_error = true;
-        }
-        return Reply::Error(CmdError::Static(error::NOAUTH));
+        return reject(engine, client, index, spec, CmdError::Static(error::NOAUTH));
     }
     // A RESP2 connection with a subscription only takes the pub/sub commands, PING, QUIT and
     // RESET; the name in the error is the subcommand's when there is one, so a bad subcommand
@@ -484,13 +484,73 @@ fn dispatch_inner(
         return Reply::Error(refusal);
     }
     if let Some(refusal) = refuse(shared, spec) {
-        engine.stats[index].rejected += 1;
+        return reject(engine, client, index, spec, refusal);
+    }
+    run(shared, engine, client, index, spec, argv, now_ms)
+}
+
+/// A command the dispatcher refuses (Redis's rejectCommand): counted, flags a transaction being
+/// queued, and an EXEC refused this way discards the transaction and answers EXECABORT naming the
+/// reason (execCommandAbort). Redis's arity text carries no `ERR` there; other reasons keep their
+/// code (`NOAUTH`, `OOM`, ...).
+fn reject(
+    engine: &mut Engine,
+    client: &mut ClientState,
+    index: usize,
+    spec: &CommandSpec,
+    err: CmdError,
+) -> Reply {
+    engine.stats[index].rejected += 1;
+    if spec.name != "exec" {
         if client.multi.is_some() {
             client.multi_error = true;
         }
-        return Reply::Error(refusal);
+        return Reply::Error(err);
     }
-    run(shared, engine, client, index, spec, argv, now_ms)
+    client.multi = None;
+    client.multi_error = false;
+    client.unwatch_all(&mut engine.store);
+    let text = err.to_string();
+    let reason = match &err {
+        CmdError::WrongArity(_) => text.strip_prefix("ERR ").unwrap_or(&text),
+        _ => &text,
+    };
+    Reply::Error(CmdError::Owned(format!(
+        "EXECABORT Transaction discarded because of: {reason}"
+    )))
+}
+
+/// DEBUG and MODULE LOAD/LOADEX/UNLOAD unless `enable-debug-command` / `enable-module-command`
+/// allow them for this client (`yes`, or `local` from a loopback address).
+fn refuse_protected(
+    shared: &Shared,
+    client: &ClientState,
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+) -> Option<CmdError> {
+    let effective = if spec.subcommands.is_empty() {
+        spec
+    } else {
+        argv.get(1).and_then(|sub| find_subcommand(spec, sub))?
+    };
+    if !effective.has(flags::PROTECTED) {
+        return None;
+    }
+    let is_debug = spec.name == "debug";
+    let c = shared.config();
+    let setting = if is_debug {
+        &c.enable_debug_command
+    } else {
+        &c.enable_module_command
+    };
+    if crate::config::allows_protected(setting, client.handle.addr.ip().is_loopback()) {
+        return None;
+    }
+    Some(CmdError::Static(if is_debug {
+        error::DEBUG_NOT_ALLOWED
+    } else {
+        error::MODULE_NOT_ALLOWED
+    }))
 }
 
 /// Refusals that depend on server state: deny-oom under maxmemory, writes after a failed save,

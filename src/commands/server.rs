@@ -58,13 +58,16 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("function", 0, "A container for function commands.", FUNCTION_SUBCOMMANDS),
     cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", shutdown),
     container("memory", 0, "A container for memory diagnostics commands.", MEMORY_SUBCOMMANDS),
-    cmd("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "1.0.0", "A container for debugging commands.", super::debug::debug),
+    cmd("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED, 0, 0, 0, "server", "1.0.0", "A container for debugging commands.", super::debug::debug),
     CommandSpec { arity: -1, handler: super::introspection::command_root, ..container("command", LOADING | STALE, "Returns detailed information about all commands.", super::introspection::SUBCOMMANDS) },
 ];
 
 #[rustfmt::skip]
 const MODULE_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("module|list", 2, ADMIN | NOSCRIPT, 0, 0, 0, "server", "4.0.0", "Returns all loaded modules.", module_list),
+    cmd("module|load", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Loads a module.", module_load),
+    cmd("module|loadex", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "7.0.0", "Loads a module using extended parameters.", module_load),
+    cmd("module|unload", 3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Unloads a module.", module_unload),
 ];
 
 #[rustfmt::skip]
@@ -210,6 +213,9 @@ fn auth(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 fn select(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let n = crate::numeric::parse_i64(&argv[1]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if n < i32::MIN as i64 || n > i32::MAX as i64 {
+        return Err(CmdError::Static(error::INT_RANGE));
+    }
     if n < 0 || n as usize >= ctx.store.dbs.len() {
         return Err(CmdError::Static(error::DB_INDEX_RANGE));
     }
@@ -258,6 +264,26 @@ fn time(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn module_list(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(vec![module_entry()]))
+}
+
+/// MODULE LOAD/LOADEX (when `enable-module-command` allows them): hyperbloom's modules are built
+/// in and it loads no shared objects, so every load fails the way a failed load does in Redis.
+fn module_load(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    tracing::warn!(
+        "Module {} failed to load: hyperbloom does not load modules",
+        String::from_utf8_lossy(&argv[2])
+    );
+    Err(CmdError::Static(error::MODULE_LOAD_FAILED))
+}
+
+/// MODULE UNLOAD: the built-in `bf` module exports data types, which Redis never unloads.
+fn module_unload(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv[2].as_ref() == b"bf" {
+        return Err(CmdError::Static("ERR Error unloading module: the module exports one or more module-side data types, can't unload"));
+    }
+    Err(CmdError::Static(
+        "ERR Error unloading module: no such module with that name",
+    ))
 }
 
 fn flush_mode(argv: &[Bytes], first: usize) -> Result<(), CmdError> {

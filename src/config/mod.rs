@@ -10,9 +10,12 @@
 //! new line and the words after it are its arguments, so `--save "900 1"` and `--port 7000` mean the
 //! same as the lines `save "900 1"` and `port 7000`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::protocol::parser::split_args;
+
+pub mod accepted;
 
 /// The whole configuration.
 #[derive(Debug, Clone)]
@@ -41,6 +44,10 @@ pub struct Config {
     pub rdbchecksum: bool,
     pub stop_writes_on_bgsave_error: bool,
     pub enable_debug_command: String,
+    /// `enable-protected-configs`: no, yes or local — who may CONFIG SET the [`PROTECTED`] configs.
+    pub enable_protected_configs: String,
+    /// `enable-module-command`: no, yes or local — who may run MODULE LOAD/LOADEX/UNLOAD.
+    pub enable_module_command: String,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appenddirname: String,
@@ -95,6 +102,11 @@ pub struct Config {
     pub min_replicas_max_lag: u64,
     /// `client-output-buffer-limit replica <hard> <soft> <seconds>`.
     pub obuf_limit_replica: (u64, u64, u64),
+    /// Values given to accepted, not implemented directives ([`accepted::ACCEPTED`]).
+    pub accepted: BTreeMap<&'static str, String>,
+    /// Accepted, not implemented directives met while reading the configuration, in order, once
+    /// each: the server logs one warning line per name at startup.
+    pub not_implemented: Vec<&'static str>,
 }
 
 impl Default for Config {
@@ -122,6 +134,8 @@ impl Default for Config {
             rdbchecksum: true,
             stop_writes_on_bgsave_error: true,
             enable_debug_command: "no".into(),
+            enable_protected_configs: "no".into(),
+            enable_module_command: "no".into(),
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appenddirname: "appendonlydir".into(),
@@ -164,6 +178,8 @@ impl Default for Config {
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
             obuf_limit_replica: (256 * 1024 * 1024, 64 * 1024 * 1024, 60),
+            accepted: BTreeMap::new(),
+            not_implemented: Vec::new(),
         }
     }
 }
@@ -329,6 +345,52 @@ fn get_save(c: &Config) -> String {
         .map(|(s, n)| format!("{s} {n}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The configs Redis 7.0 marks PROTECTED_CONFIG: CONFIG SET refuses them unless
+/// `enable-protected-configs` allows the client (checked with redis-server 7.0.15: of its 192
+/// configs, CONFIG SET answers "can't set protected config" for exactly these two).
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+/// Is `name` a protected config?
+pub fn is_protected(name: &str) -> bool {
+    PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(name))
+}
+
+/// Redis's allowProtectedAction: `yes`, or `local` for a client on a loopback address.
+pub fn allows_protected(setting: &str, loopback: bool) -> bool {
+    setting == "yes" || (setting == "local" && loopback)
+}
+
+/// The enum of `enable-debug-command`, `enable-module-command`, `enable-protected-configs`.
+fn protected_action(args: &[String]) -> Result<String, String> {
+    let v = one(args)?.to_ascii_lowercase();
+    if !["yes", "no", "local"].contains(&v.as_str()) {
+        return Err("argument(s) must be one of the following: no, yes, local".into());
+    }
+    Ok(v)
+}
+
+/// Redis's `dir` setter chdir()s and reports strerror on failure. hyperbloom does not change the
+/// process's directory (several servers may share a process in tests), so it checks what chdir
+/// would: the path exists and is a directory, with the same texts.
+fn check_dir(dir: &str) -> Result<(), String> {
+    let strerror = |e: std::io::Error| {
+        let s = e.to_string();
+        // io::Error renders an OS error as "<strerror> (os error N)".
+        match s.find(" (os error ") {
+            Some(i) => s[..i].to_string(),
+            None => s,
+        }
+    };
+    if dir.is_empty() {
+        return Err("No such file or directory".into());
+    }
+    let meta = std::fs::metadata(dir).map_err(strerror)?;
+    if !meta.is_dir() {
+        return Err("Not a directory".into());
+    }
+    Ok(())
 }
 
 /// Every directive, in the order of the sample config.
@@ -498,7 +560,9 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.dir.clone(),
         set: |c, a| {
-            c.dir = one(a)?.into();
+            let dir = one(a)?;
+            check_dir(dir)?;
+            c.dir = dir.into();
             Ok(())
         },
     },
@@ -708,15 +772,31 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "enable-debug-command",
-        doc: "yes, local or no: who may run DEBUG.",
+        doc: "yes, local or no: who may run DEBUG (local = loopback clients only).",
         mutable: false,
         get: |c| c.enable_debug_command.clone(),
         set: |c, a| {
-            let v = one(a)?.to_ascii_lowercase();
-            if !["yes", "no", "local"].contains(&v.as_str()) {
-                return Err("argument(s) must be one of the following: no, yes, local".into());
-            }
-            c.enable_debug_command = v;
+            c.enable_debug_command = protected_action(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "enable-protected-configs",
+        doc: "yes, local or no: who may CONFIG SET dir and dbfilename (local = loopback clients only).",
+        mutable: false,
+        get: |c| c.enable_protected_configs.clone(),
+        set: |c, a| {
+            c.enable_protected_configs = protected_action(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "enable-module-command",
+        doc: "yes, local or no: who may run MODULE LOAD/LOADEX/UNLOAD (local = loopback clients only).",
+        mutable: false,
+        get: |c| c.enable_module_command.clone(),
+        set: |c, a| {
+            c.enable_module_command = protected_action(a)?;
             Ok(())
         },
     },
@@ -1034,33 +1114,6 @@ pub static DIRECTIVES: &[Directive] = &[
     },
 ];
 
-/// Directives accepted and ignored, so command lines written for redis-server (and test harnesses such
-/// as redis-rs's, which pass `--loadmodule`) start hyperbloom unchanged.
-pub static IGNORED: &[&str] = &[
-    "loadmodule",
-    "supervised",
-    "pidfile",
-    "always-show-logo",
-    "set-proc-title",
-    "enable-module-command",
-    "enable-protected-configs",
-    "io-threads",
-    "io-threads-do-reads",
-    "lazyfree-lazy-eviction",
-    "lazyfree-lazy-expire",
-    "lazyfree-lazy-server-del",
-    "lazyfree-lazy-user-del",
-    "latency-tracking",
-    "unixsocket",
-    "unixsocketperm",
-    "syslog-enabled",
-    "activerehashing",
-    "jemalloc-bg-thread",
-    "rdb-del-sync-files",
-    "crash-log-enabled",
-    "crash-memcheck-enabled",
-];
-
 /// Redis's old names for the replication directives.
 pub static ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
@@ -1084,31 +1137,83 @@ pub fn find(name: &str) -> Option<&'static Directive> {
         .find(|d| d.name.eq_ignore_ascii_case(name))
 }
 
+/// Redis's header of a fatal configuration error.
+fn fatal_header() -> String {
+    format!(
+        "*** FATAL CONFIG FILE ERROR (Redis {}) ***",
+        crate::REDIS_VERSION
+    )
+}
+
 impl Config {
     /// Applies one directive line's words (name first). Used by the file, the flags and CONFIG SET.
     pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
         if let Some(d) = find(name) {
             return (d.set)(self, args);
         }
-        if IGNORED.iter().any(|i| i.eq_ignore_ascii_case(name)) {
+        if let Some(a) = accepted::find(name) {
+            return self.accept(a, args);
+        }
+        if let Some(n) = accepted::ACCEPTED_NON_CONFIG
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(name))
+        {
+            self.note_not_implemented(n);
             return Ok(());
         }
         Err("Bad directive or wrong number of arguments".into())
     }
 
-    /// Applies config text (a file's content). `origin` names the file in error messages.
+    /// Stores the value of an accepted, not implemented directive (for CONFIG GET).
+    pub fn accept(
+        &mut self,
+        a: &'static accepted::Accepted,
+        args: &[String],
+    ) -> Result<(), String> {
+        if args.is_empty() {
+            return Err("wrong number of arguments".into());
+        }
+        let value = if a.default == "yes" || a.default == "no" {
+            yes_no(parse_bool(args)?)
+        } else {
+            args.join(" ")
+        };
+        self.accepted.insert(a.name, value);
+        self.note_not_implemented(a.name);
+        Ok(())
+    }
+
+    fn note_not_implemented(&mut self, name: &'static str) {
+        if !self.not_implemented.contains(&name) {
+            self.not_implemented.push(name);
+        }
+    }
+
+    /// The CONFIG GET value of an accepted, not implemented directive.
+    pub fn accepted_value(&self, a: &accepted::Accepted) -> String {
+        self.accepted
+            .get(a.name)
+            .cloned()
+            .unwrap_or_else(|| a.default.to_string())
+    }
+
+    /// Applies config text as Redis's loadServerConfigFromString does: lines trimmed, `#` comments
+    /// and blank lines skipped, `include` read in place. An error is Redis's fatal text (the
+    /// line number counts from 1 in `text`).
     pub fn apply_text(&mut self, text: &str, origin: &str) -> Result<(), ConfigError> {
-        for (i, line) in text.lines().enumerate() {
-            let trimmed = line.trim();
+        let fatal = |line_no: usize, line: &str, why: &str| {
+            ConfigError(format!(
+                "{}\nReading the configuration file, at line {line_no}\n>>> '{line}'\n{why}",
+                fatal_header()
+            ))
+        };
+        for (i, line) in text.split('\n').enumerate() {
+            let trimmed = line.trim_matches([' ', '\t', '\r', '\n']);
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            let words = split_args(trimmed.as_bytes()).map_err(|_| {
-                ConfigError(format!(
-                    "*** FATAL CONFIG FILE ERROR ***\n>>> '{origin}' line {}: {trimmed}\nUnbalanced quotes in configuration line",
-                    i + 1
-                ))
-            })?;
+            let words = split_args(trimmed.as_bytes())
+                .map_err(|_| fatal(i + 1, trimmed, "Unbalanced quotes in configuration line"))?;
             let words: Vec<String> = words
                 .into_iter()
                 .map(|w| String::from_utf8_lossy(&w).into_owned())
@@ -1116,54 +1221,70 @@ impl Config {
             let Some((name, args)) = words.split_first() else {
                 continue;
             };
+            if name.eq_ignore_ascii_case("include") {
+                let [path] = args else {
+                    return Err(fatal(
+                        i + 1,
+                        trimmed,
+                        "Bad directive or wrong number of arguments",
+                    ));
+                };
+                self.include(path, origin)?;
+                continue;
+            }
             if let Err(why) = self.apply(name, args) {
-                return Err(ConfigError(format!(
-                    "*** FATAL CONFIG FILE ERROR ***\n>>> '{origin}' line {}: {trimmed}\n{why}",
-                    i + 1
-                )));
+                return Err(fatal(i + 1, trimmed, &why));
             }
         }
         Ok(())
     }
 
+    /// `include <path>`: the file's lines apply in place (its errors name its own lines).
+    fn include(&mut self, path: &str, _from: &str) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!("Fatal error, can't open config file '{path}': {e}"))
+        })?;
+        self.apply_text(&text, path)
+    }
+
     /// Builds the configuration from `redis-server`-style arguments:
-    /// `[CONFIG_FILE] [--directive value ...]`.
+    /// `[CONFIG_FILE] [--directive value ...]`. As redis-server does, the options become config
+    /// lines appended to the file's text after a newline (each `--name` starts a line, each value
+    /// is quoted), so an error's line number counts the file's lines first.
     pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
         let mut config = Config::default();
         let mut rest = args;
+        let mut text = String::new();
         if let Some(first) = args.first() {
             if !first.starts_with("--") {
-                let text = std::fs::read_to_string(first).map_err(|e| {
+                text = std::fs::read_to_string(first).map_err(|e| {
                     ConfigError(format!(
                         "Fatal error, can't open config file '{first}': {e}"
                     ))
                 })?;
-                config.apply_text(&text, first)?;
                 config.config_file = Some(first.clone());
                 rest = &args[1..];
             }
         }
-        // Turn the flags into config lines: each `--name` starts a line.
-        let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+        let mut options = String::new();
         for a in rest {
             if let Some(name) = a.strip_prefix("--") {
-                lines.push((name.to_string(), Vec::new()));
-            } else if let Some(last) = lines.last_mut() {
-                last.1.push(a.clone());
+                if !options.is_empty() {
+                    options.push('\n');
+                }
+                options.push_str(name);
+                options.push(' ');
             } else {
-                return Err(ConfigError(format!(
-                    "*** FATAL CONFIG FILE ERROR ***\n>>> 'command line': {a}\nBad directive or wrong number of arguments"
-                )));
+                options.push_str(&repr(a));
+                options.push(' ');
             }
         }
-        for (name, values) in lines {
-            if let Err(why) = config.apply(&name, &values) {
-                return Err(ConfigError(format!(
-                    "*** FATAL CONFIG FILE ERROR ***\n>>> 'command line' --{name} {}\n{why}",
-                    values.join(" ")
-                )));
-            }
+        if !options.is_empty() {
+            text.push('\n');
+            text.push_str(&options);
         }
+        let origin = config.config_file.clone().unwrap_or_default();
+        config.apply_text(&text, &origin)?;
         Ok(config)
     }
 
@@ -1177,8 +1298,34 @@ impl Config {
             out.push_str(&quote(&v));
             out.push('\n');
         }
+        for (name, v) in &self.accepted {
+            out.push_str(name);
+            out.push(' ');
+            out.push_str(&quote(v));
+            out.push('\n');
+        }
         out
     }
+}
+
+/// A double-quoted, escaped rendering of `s` (Redis's sdscatrepr), which `split_args` reads back.
+fn repr(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Quotes a value for a config line when it is empty or has anything but printable non-blank ASCII,
@@ -1259,9 +1406,67 @@ mod tests {
     fn bad_directive_names_the_line() {
         let mut c = Config::default();
         let e = c.apply_text("port 1\nbogus 2\n", "x.conf").unwrap_err();
-        assert!(e.0.contains("'x.conf' line 2"), "{}", e.0);
+        assert_eq!(
+            e.0,
+            "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2\n>>> 'bogus 2'\nBad directive or wrong number of arguments"
+        );
         let e = c.apply_text("port notanumber\n", "x.conf").unwrap_err();
-        assert!(e.0.contains("line 1"));
+        assert!(e.0.contains("at line 1\n"));
+    }
+
+    #[test]
+    fn command_line_errors_count_lines_as_redis_server() {
+        // `redis-server --port 16391 --bogus-directive 1` reports line 3 with the value quoted.
+        let e =
+            Config::from_args(&args(&["--port", "16391", "--bogus-directive", "1"])).unwrap_err();
+        assert_eq!(
+            e.0,
+            "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 3\n>>> 'bogus-directive \"1\"'\nBad directive or wrong number of arguments"
+        );
+        let e = Config::from_args(&args(&["--save", "1 2 3"])).unwrap_err();
+        assert!(
+            e.0.ends_with(">>> 'save \"1 2 3\"'\nInvalid save parameters"),
+            "{}",
+            e.0
+        );
+    }
+
+    #[test]
+    fn accepted_directives_keep_their_values() {
+        let mut c = Config::default();
+        c.apply_text(
+            "slowlog-max-len 64\nlatency-monitor-threshold 7\nrename-command FLUSHALL \"\"\nlazyfree-lazy-expire yes\n",
+            "x.conf",
+        )
+        .unwrap();
+        assert_eq!(
+            c.not_implemented,
+            [
+                "slowlog-max-len",
+                "latency-monitor-threshold",
+                "rename-command",
+                "lazyfree-lazy-expire"
+            ]
+        );
+        let get = |c: &Config, n: &str| c.accepted_value(accepted::find(n).unwrap());
+        assert_eq!(get(&c, "slowlog-max-len"), "64");
+        assert_eq!(get(&c, "slowlog-log-slower-than"), "10000");
+        assert_eq!(get(&c, "latency-monitor-threshold"), "7");
+        let e = c
+            .apply_text("lazyfree-lazy-expire maybe\n", "x.conf")
+            .unwrap_err();
+        assert!(e.0.ends_with("argument must be 'yes' or 'no'"), "{}", e.0);
+    }
+
+    #[test]
+    fn no_directive_is_both_implemented_and_accepted() {
+        for d in DIRECTIVES {
+            assert!(
+                accepted::find(d.name).is_none(),
+                "{} is in both tables",
+                d.name
+            );
+        }
     }
 
     #[test]

@@ -56,10 +56,14 @@ pub fn verify(payload: &[u8]) -> Result<(), PayloadError> {
 }
 
 /// Decodes a verified payload into a value.
+///
+/// Like Redis 7.0's RESTORE, the value is read from the whole payload, footer included, and what
+/// follows the value is not checked: a value that runs into the version and CRC bytes (say
+/// `00 c0` + footer, an 8-bit integer whose byte is the version's low byte) is accepted with those
+/// bytes as its content, exactly as Redis accepts it. The reads stay within the payload.
 pub fn restore(payload: &[u8]) -> Result<Value, PayloadError> {
     verify(payload)?;
-    let body = &payload[..payload.len() - 10];
-    let mut r = RdbReader::new(body, body.len() as u64);
+    let mut r = RdbReader::new(payload, payload.len() as u64);
     let ty = r.byte().map_err(|_| PayloadError::BadData)?;
     let mut skipped = Vec::new();
     match r.value(ty, b"", 0, &mut skipped) {
@@ -88,6 +92,23 @@ mod tests {
         p[n - 1] ^= 1;
         assert_eq!(verify(&p), Err(PayloadError::Footer));
         assert_eq!(verify(b"short"), Err(PayloadError::Footer));
+    }
+
+    #[test]
+    fn value_may_run_into_the_footer_as_in_redis() {
+        // Type 0, 8-bit integer encoding, and no byte for it: Redis 7.0.15 reads the version's
+        // low byte (10) and restores "10".
+        let mut p = vec![0u8, 0xc0];
+        p.extend_from_slice(&10u16.to_le_bytes());
+        let crc = crate::persistence::crc64::checksum(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(restore(&p), Ok(Value::Str(b"10".to_vec())));
+        // A length one past the body takes the version's low byte as the last character.
+        let mut p = b"\x00\x0ahelo dump".to_vec();
+        p.extend_from_slice(&10u16.to_le_bytes());
+        let crc = crate::persistence::crc64::checksum(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(restore(&p), Ok(Value::Str(b"helo dump\n".to_vec())));
     }
 
     #[test]

@@ -111,8 +111,18 @@ pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
     Ok(listeners)
 }
 
+/// One warning line per directive of the configuration that is accepted but not implemented.
+fn warn_not_implemented(config: &Config) {
+    for name in &config.not_implemented {
+        tracing::warn!(
+            "Directive '{name}' is accepted for compatibility with redis.conf, but hyperbloom does not implement it: it has no effect"
+        );
+    }
+}
+
 /// Loads the snapshot, binds and starts serving in the background.
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
+    warn_not_implemented(&config);
     let listeners = bind(&config).await?;
     let shared = Shared::new(config, crate::commands::table().len());
     crate::persistence::load_at_startup(&shared, crate::commands::aof_replayer())
@@ -312,6 +322,7 @@ async fn cron(shared: Arc<Shared>) {
 
 /// What `main` runs: bind, load, serve until SIGTERM/SIGINT or SHUTDOWN. Returns the exit code.
 pub async fn serve_main(config: Config) -> i32 {
+    warn_not_implemented(&config);
     let listeners = match bind(&config).await {
         Ok(l) => l,
         Err(e) => {

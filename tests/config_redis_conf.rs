@@ -1,0 +1,157 @@
+//! The user's redis.conf starts hyperbloom (issue 10, item 7): Debian's stock
+//! `/etc/redis/redis.conf` (installed with the `redis-server` package; scripts/test.sh installs it)
+//! plus overrides for port, dir, daemonize and logfile. Every directive of it is accepted; those
+//! not implemented are named by one warning line each at startup and keep their values for CONFIG
+//! GET. A directive Redis does not know either is fatal, with redis-server's own text.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const DEBIAN_CONF: &str = "/etc/redis/redis.conf";
+
+fn debian_conf() -> String {
+    assert!(
+        std::path::Path::new(DEBIAN_CONF).exists(),
+        "{DEBIAN_CONF} is missing: install the redis-server package (scripts/test.sh does)"
+    );
+    DEBIAN_CONF.to_string()
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn debian_redis_conf_starts_hyperbloom() {
+    let conf = debian_conf();
+    let dir = common::tempdir("redis-conf");
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+        .args(["--daemonize", "no", "--logfile", ""])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let start = Instant::now();
+    let mut c = loop {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            break common::RawConn::connect(addr);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            panic!("hyperbloom {conf} exited with {status}:\n{err}\n{out}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    // The overrides won over the file; the file's own values are in force or shown.
+    let get = |c: &mut common::RawConn, name: &str| -> String {
+        let r = c.cmd_str(&["CONFIG", "GET", name]);
+        let text = String::from_utf8_lossy(&r).into_owned();
+        text.split("\r\n").nth(4).unwrap_or_default().to_string()
+    };
+    assert_eq!(get(&mut c, "port"), port.to_string());
+    assert_eq!(get(&mut c, "dir"), dir.to_str().unwrap());
+    assert_eq!(get(&mut c, "daemonize"), "no");
+    assert_eq!(get(&mut c, "logfile"), "");
+    assert_eq!(
+        get(&mut c, "proc-title-template"),
+        "{title} {listen-addr} {server-mode}"
+    );
+    assert_eq!(get(&mut c, "slowlog-max-len"), "128");
+    assert_eq!(get(&mut c, "databases"), "16");
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    // One warning line per accepted, not implemented directive, e.g. proc-title-template.
+    for name in [
+        "proc-title-template",
+        "slowlog-max-len",
+        "lazyfree-lazy-eviction",
+    ] {
+        let lines = out
+            .lines()
+            .filter(|l| l.contains(&format!("Directive '{name}' is accepted")))
+            .count();
+        assert_eq!(lines, 1, "{name}: {lines} warning lines in:\n{out}");
+    }
+    // Implemented directives are not named.
+    assert!(!out.contains("Directive 'port'"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A directive unknown to Redis too: hyperbloom stops with redis-server 7.0.15's exact text (the
+/// line number counts the file's lines, then the command-line options).
+#[test]
+fn unknown_directive_is_fatal_like_redis() {
+    let dir = common::tempdir("redis-conf-bad");
+    let conf = dir.join("bad.conf");
+    std::fs::write(
+        &conf,
+        "port 0\n# a comment\nproc-title-template \"{title} {listen-addr}\"\nslowlog-max-len 5\nno-such-directive yes\n",
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    let run = |bin: &str, extra: &[&str]| -> (Option<i32>, String) {
+        let out = Command::new(bin)
+            .arg(&conf)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let redis = common::redis::binary();
+    let ours = env!("CARGO_BIN_EXE_hyperbloom");
+    let (rc_redis, err_redis) = run(&redis, &[]);
+    let (rc_ours, err_ours) = run(ours, &[]);
+    assert_eq!(rc_redis, Some(1));
+    assert_eq!(rc_ours, Some(1));
+    assert_eq!(err_ours, err_redis);
+    // And on the command line, after a good file.
+    std::fs::write(&conf, "port 0\n").unwrap();
+    let extra = ["--maxmemory", "1mb", "--bogus-option", "a b"];
+    let (_, err_redis) = run(&redis, &extra);
+    let (rc_ours, err_ours) = run(ours, &extra);
+    assert_eq!(rc_ours, Some(1));
+    assert_eq!(err_ours, err_redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}
