@@ -33,7 +33,7 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
         for a in crate::config::accepted::ACCEPTED {
-            if super::glob::matches(pattern, a.name.as_bytes(), true)
+            if crate::glob::matches(pattern, a.name.as_bytes(), true)
                 && !pairs.iter().any(|(n, _)| n == a.name)
             {
                 pairs.push((a.name.to_string(), config.accepted_value(a)));
