@@ -1022,8 +1022,14 @@ fn incrbyfloat_matches_redis() {
 /// protected-config refusals.
 #[test]
 fn edge_replies_match_redis() {
-    let redis = common::redis::RealRedis::start(&["--requirepass", "pw"]);
-    let ours = common::start_with(&["--requirepass", "pw"]);
+    let redis = common::redis::RealRedis::start(&[]);
+    let ours = common::start_server();
+    // The password is set after start (the readiness check PINGs without AUTH).
+    for port in [redis.port(), ours.port()] {
+        let mut conn = Conn::connect(port);
+        let r = conn.cmd(&[c("CONFIG"), c("SET"), c("requirepass"), c("pw")]);
+        assert_eq!(r, Ok(b"+OK\r\n".to_vec()));
+    }
     let mut pair = Pair::new(redis.port(), ours.port());
     let mut diff = Diff {
         compared: 0,

@@ -163,6 +163,14 @@ impl<R: Read> RdbReader<R> {
         }
     }
 
+    /// A length as rdbLoadLen(rdb, NULL) reads it: an encoding marker is taken as a 6-bit length.
+    fn lenient_len(&mut self) -> Result<u64, RdbError> {
+        Ok(match self.len_or_enc()? {
+            Len::Len(n) => n,
+            Len::Enc(e) => e as u64,
+        })
+    }
+
     /// A string in any of its encodings (§2.2).
     pub fn string(&mut self) -> Result<Vec<u8>, RdbError> {
         match self.len_or_enc()? {
@@ -172,8 +180,10 @@ impl<R: Read> RdbReader<R> {
             Len::Enc(2) => Ok(i32::from_le_bytes(self.array()?).to_string().into_bytes()),
             Len::Enc(3) => {
                 let at = self.pos;
-                let clen = self.len()?;
-                let olen = self.len()?;
+                // Redis reads both lengths with rdbLoadLen(rdb, NULL), which drops the "encoded"
+                // flag: a 0b11xxxxxx byte counts as the 6-bit length xxxxxx.
+                let clen = self.lenient_len()?;
+                let olen = self.lenient_len()?;
                 if clen > self.remaining() {
                     return Err(RdbError::Truncated { offset: self.pos });
                 }
@@ -184,6 +194,12 @@ impl<R: Read> RdbReader<R> {
                     ));
                 }
                 let c = self.bytes(clen)?;
+                // Redis's lzf_decompress answers 0 on any error, which its loader takes as success
+                // when the stated length is 0: an empty string, whatever the compressed bytes
+                // (found by tests/diff_core.rs restore_payload_edges_match_redis).
+                if olen == 0 {
+                    return Ok(Vec::new());
+                }
                 let mut out = Vec::new();
                 out.try_reserve_exact(olen as usize)
                     .map_err(|_| self.corrupt(format!("cannot allocate {olen} bytes")))?;
