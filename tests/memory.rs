@@ -153,6 +153,43 @@ fn maxmemory_counts_reserved_filters() {
     assert!(s.peak_mb() < 60, "{} MB", s.peak_mb());
 }
 
+/// Item 4 for count-min sketches: their counters are reserved at creation (RedisBloom `calloc`s
+/// them) and count in `used_memory` and the `maxmemory` check like a filter's bits, though
+/// nothing is allocated until an increment lands in a page.
+#[test]
+fn maxmemory_counts_reserved_sketches() {
+    let mut s = Spawned::start("mem-maxmemory-cms", &["--maxmemory", "100mb"]);
+    let base = used_memory(&mut s.conn);
+    // 10^8 counters, 400 MB: over the limit, refused, and the key is not created.
+    assert_eq!(
+        s.conn.cmd_str(&["CMS.INITBYDIM", "huge", "100000000", "1"]),
+        OOM
+    );
+    assert_eq!(s.conn.cmd_str(&["EXISTS", "huge"]), b":0\r\n");
+    // 3 M counters, 12 MB: counted at once.
+    s.ok(&["CMS.INITBYDIM", "a", "1000000", "3"]);
+    let one = used_memory(&mut s.conn) - base;
+    assert!((11_900_000..14_000_000).contains(&one), "{one}");
+    let mut accepted = 1;
+    for i in 0..10 {
+        let r = s
+            .conn
+            .cmd_str(&["CMS.INITBYDIM", &format!("k{i}"), "1000000", "3"]);
+        if r == b"+OK\r\n" {
+            accepted += 1;
+        } else {
+            assert_eq!(r, OOM);
+        }
+    }
+    assert!((6..=8).contains(&accepted), "{accepted} accepted");
+    assert!(used_memory(&mut s.conn) <= 100 << 20);
+    // Deleting gives the reservation back; the process never allocated the counters.
+    assert_eq!(s.conn.cmd_str(&["DEL", "a", "k0"]), b":2\r\n");
+    let after = used_memory(&mut s.conn) - base;
+    assert!(after < 6 * 12_000_000 + 2_000_000, "{after}");
+    assert!(s.peak_mb() < 60, "{} MB", s.peak_mb());
+}
+
 /// Item 6: a sparse large filter costs about what its written bits need: a 1.38 GB filter with
 /// 3,000 adds (24,000 bits set on distinct pages) stays under 100 MB of RSS (896 MB with 64 KiB
 /// pages).

@@ -169,13 +169,6 @@ fn new_filter(
     Ok(v)
 }
 
-/// `maxmemory` now.
-fn maxmemory(ctx: &Ctx) -> u64 {
-    ctx.shared
-        .maxmemory
-        .load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
 fn add_all(bf: &mut ScalingBloom, items: &[Bytes]) -> Reply {
     let (answers, error) = bf.add_all(items);
@@ -196,7 +189,7 @@ fn get_or_create_default<'a>(
         KeyState::WrongType => return Err(wrongtype()),
         KeyState::Missing => {
             let (rate, capacity, expansion) = defaults(ctx);
-            let v = new_filter(maxmemory(ctx), capacity, rate, expansion, false)?;
+            let v = new_filter(ctx.maxmemory(), capacity, rate, expansion, false)?;
             ctx.db().insert(key.clone(), v);
             propagate_created(ctx, key, rate, capacity, expansion, false);
         }
@@ -280,7 +273,7 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::Missing => {}
     }
     let v = new_filter(
-        maxmemory(ctx),
+        ctx.maxmemory(),
         capacity as u64,
         rate,
         expansion as u32,
@@ -389,7 +382,7 @@ fn insert(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::WrongType => return Err(wrongtype()),
         KeyState::Missing if nocreate => return Err(CmdError::Static(NOT_FOUND)),
         KeyState::Missing => {
-            let v = new_filter(maxmemory(ctx), capacity, rate, expansion, nonscaling)?;
+            let v = new_filter(ctx.maxmemory(), capacity, rate, expansion, nonscaling)?;
             ctx.db().insert(key.clone(), v);
             propagate_created(ctx, key, rate, capacity, expansion, nonscaling);
         }
@@ -491,7 +484,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         KeyState::WrongType => Err(wrongtype()),
         KeyState::Missing if it == 1 => {
             let bf = ScalingBloom::from_header(data).map_err(chunk_error)?;
-            super::reservation_fits(maxmemory(ctx))?;
+            super::reservation_fits(ctx.maxmemory())?;
             ctx.db().insert(key.clone(), Value::Bloom(Box::new(bf)));
             ctx.force_propagation();
             Ok(Reply::ok())

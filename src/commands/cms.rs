@@ -115,8 +115,9 @@ pub(super) fn writing(
 // CMS.INITBYDIM, CMS.INITBYPROB
 // ---------------------------------------------------------------------------------------------
 
-/// Creates the sketch under a key known to be free.
-fn create(db: &mut Db, key: &Bytes, width: u64, depth: u64) -> CmdResult {
+/// Creates the sketch under a key known to be free. `max` is `maxmemory`: a sketch whose counters
+/// do not fit is refused with the OOM error, as a Bloom or cuckoo reservation is.
+fn create(db: &mut Db, key: &Bytes, width: u64, depth: u64, max: u64) -> CmdResult {
     if !cms::dims_valid(width, depth) {
         return Err(CmdError::Static(INVALID_INIT));
     }
@@ -124,12 +125,14 @@ fn create(db: &mut Db, key: &Bytes, width: u64, depth: u64) -> CmdResult {
         CreateError::Invalid => CmdError::Static(INVALID_INIT),
         CreateError::OutOfMemory => CmdError::Static(INSUFFICIENT_MEMORY),
     })?;
+    super::reservation_fits(max)?;
     db.insert(key.clone(), Value::Cms(Box::new(s)));
     Ok(Reply::ok())
 }
 
 /// `CMS.INITBYDIM key width depth` → `+OK`.
 fn initbydim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let max = ctx.maxmemory();
     writing(ctx, &argv[1], |db| {
         // Any existing key, before the arguments are looked at.
         if db.lookup(&argv[1]).is_some() {
@@ -141,7 +144,7 @@ fn initbydim(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let depth = parse_i64(&argv[3])
             .filter(|&d| d >= 1)
             .ok_or(CmdError::Static(INVALID_DEPTH))?;
-        create(db, &argv[1], width as u64, depth as u64)
+        create(db, &argv[1], width as u64, depth as u64, max)
     })
 }
 
@@ -153,6 +156,7 @@ fn unit_interval(arg: &[u8]) -> Option<f64> {
 /// `CMS.INITBYPROB key error probability` → `+OK`; width `⌈2/error⌉`, depth from the probability
 /// in single precision (cms.md §7).
 fn initbyprob(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let max = ctx.maxmemory();
     writing(ctx, &argv[1], |db| {
         if db.lookup(&argv[1]).is_some() {
             return Err(CmdError::Static(KEY_EXISTS));
@@ -160,7 +164,7 @@ fn initbyprob(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         let error = unit_interval(&argv[2]).ok_or(CmdError::Static(INVALID_ERROR))?;
         let prob = unit_interval(&argv[3]).ok_or(CmdError::Static(INVALID_PROB))?;
         let (width, depth) = cms::dims_for_error(error, prob);
-        create(db, &argv[1], width, depth)
+        create(db, &argv[1], width, depth, max)
     })
 }
 

@@ -157,10 +157,7 @@ fn defaults(ctx: &Ctx) -> Defaults {
         max_iterations: c.cf_max_iterations,
         expansion: c.cf_expansion_factor,
         max_expansions: c.cf_max_expansions,
-        maxmemory: ctx
-            .shared
-            .maxmemory
-            .load(std::sync::atomic::Ordering::Relaxed),
+        maxmemory: ctx.maxmemory(),
     }
 }
 
@@ -541,10 +538,7 @@ fn loadchunk(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .filter(|&p| p != 0)
         .ok_or(CmdError::Static(INVALID_POSITION))?;
     let data = &argv[3];
-    let max = ctx
-        .shared
-        .maxmemory
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let max = ctx.maxmemory();
     let db = ctx.db();
     if pos == 1 {
         match classify(db, &argv[1]) {

@@ -339,6 +339,12 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// `maxmemory` now (its hot-path mirror, read without the config lock), for the checks that
+    /// creating a filter or sketch does against what it reserves.
+    pub fn maxmemory(&self) -> u64 {
+        self.shared.maxmemory.load(Ordering::Relaxed)
+    }
+
     /// The selected database, with its clock set to this command's time.
     pub fn db(&mut self) -> &mut Db {
         self.store.db(self.client.db, self.now_ms)

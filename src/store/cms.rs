@@ -48,10 +48,12 @@
 //!
 //! # Storage and snapshots
 //!
-//! The counters are kept little-endian in pages of [`PAGE_BYTES`] (16 384 counters), each an
-//! `Option<Arc<[u8]>>`: `None` reads as zeros and is allocated on the first increment into it, and a
-//! snapshot clone copies the page table only (a write after it copies one page). The bytes of the
-//! pages, in order, are exactly the RDB counters string.
+//! The counters are kept little-endian in the shared paged array ([`PagedBytes`], as cuckoo
+//! filters keep their buckets), in pages of [`PAGE_BYTES`] (16 384 counters): a never-written page
+//! reads as zeros and is allocated on the first increment into it, and a snapshot clone copies the
+//! page table only (a write after it copies one page). The never-written bytes count as reserved
+//! memory for `used_memory` and `maxmemory`, as RedisBloom's `calloc` of the whole array would. The
+//! bytes of the pages, in order, are exactly the RDB counters string.
 //!
 //! # RDB (`CMSk-TYPE`, encoding version 0; cms.md §11)
 //!
@@ -69,19 +71,14 @@
 //! (physical memory) before the page table is allocated; the page table itself is reserved
 //! fallibly. `CMS.INITBYDIM k 1000000 1000000` is an error, never an abort.
 
-use std::sync::Arc;
-
 use super::bloom::alloc_ceiling;
 use super::murmur::murmur2_32;
-use super::pages::{Page, ZEROS};
+use super::pages::{Page, PagedBytes};
 
 /// Bytes per counter page (a multiple of 4).
 pub const PAGE_BYTES: usize = 64 * 1024;
-const PAGE_SHIFT: u32 = 16;
 // A never-written page is a slice of the shared zeros.
-const _: () = assert!(PAGE_BYTES <= super::pages::ZEROS_LEN && PAGE_BYTES == 1 << PAGE_SHIFT);
-/// Counters per page.
-const PAGE_CELLS: u64 = (PAGE_BYTES / 4) as u64;
+const _: () = assert!(PAGE_BYTES <= super::pages::ZEROS_LEN && PAGE_BYTES.is_multiple_of(4));
 
 /// The saturated counter value; an estimate equal to it is reported as `INCRBY overflow`.
 pub const CELL_MAX: u32 = u32::MAX;
@@ -172,80 +169,30 @@ fn counters_len(width: u64, depth: u64) -> Option<u64> {
 // Counter pages
 // ---------------------------------------------------------------------------------------------
 
-/// The counters, little-endian, in copy-on-write pages (see the essay).
-#[derive(Clone)]
+/// The counters, little-endian, in the shared copy-on-write page array (see the essay).
+#[derive(Debug, Clone, PartialEq)]
 struct Cells {
-    pages: Vec<Option<Arc<[u8]>>>,
-    /// Bytes: 4 × cells.
-    len: u64,
-}
-
-impl std::fmt::Debug for Cells {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cells")
-            .field("len", &self.len)
-            .field("allocated", &self.pages.iter().flatten().count())
-            .finish()
-    }
-}
-
-impl PartialEq for Cells {
-    fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && (0..self.pages.len()).all(|p| self.page(p) == other.page(p))
-    }
+    bytes: PagedBytes,
 }
 
 impl Cells {
+    /// `len` bytes of zero counters: only the page table is allocated, and the bytes are counted
+    /// as reserved (as RedisBloom's `calloc`).
     fn zeroed(len: u64) -> Result<Cells, CreateError> {
         if len > alloc_ceiling() {
             return Err(CreateError::OutOfMemory);
         }
-        let npages = usize::try_from(len.div_ceil(PAGE_BYTES as u64))
-            .map_err(|_| CreateError::OutOfMemory)?;
-        let mut pages = Vec::new();
-        pages
-            .try_reserve_exact(npages)
-            .map_err(|_| CreateError::OutOfMemory)?;
-        pages.resize(npages, None);
-        Ok(Cells { pages, len })
-    }
-
-    fn page_len(&self, p: usize) -> usize {
-        (self.len - ((p as u64) << PAGE_SHIFT)).min(PAGE_BYTES as u64) as usize
-    }
-
-    /// Page `p`'s bytes (zeros for an unallocated page).
-    fn page(&self, p: usize) -> &[u8] {
-        match &self.pages[p] {
-            Some(page) => page,
-            None => &ZEROS[..self.page_len(p)],
-        }
+        let bytes = PagedBytes::zeroed(len, 4, PAGE_BYTES).ok_or(CreateError::OutOfMemory)?;
+        Ok(Cells { bytes })
     }
 
     #[inline]
     fn get(&self, cell: u64) -> u32 {
-        let p = (cell / PAGE_CELLS) as usize;
-        match &self.pages[p] {
+        // Pages hold whole counters, so a counter never straddles two.
+        match self.bytes.slice(cell * 4, 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             None => 0,
-            Some(page) => {
-                let at = ((cell % PAGE_CELLS) * 4) as usize;
-                u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
-            }
         }
-    }
-
-    /// The page holding `cell`, allocated (or unshared from a snapshot) for writing.
-    #[inline]
-    fn page_mut(&mut self, p: usize) -> &mut [u8] {
-        if self.pages[p].is_none() {
-            let n = self.page_len(p);
-            self.pages[p] = Some(std::iter::repeat_n(0u8, n).collect());
-        }
-        let slot = self.pages[p].as_mut().expect("allocated above");
-        if Arc::get_mut(slot).is_none() {
-            *slot = Arc::from(&slot[..]);
-        }
-        Arc::get_mut(slot).expect("unshared above")
     }
 
     /// Saturating add; returns the new value.
@@ -257,20 +204,15 @@ impl Cells {
         }
         let new = (old as u64).saturating_add(v).min(CELL_MAX as u64) as u32;
         if new != old {
-            let page = self.page_mut((cell / PAGE_CELLS) as usize);
-            let at = ((cell % PAGE_CELLS) * 4) as usize;
-            page[at..at + 4].copy_from_slice(&new.to_le_bytes());
+            self.bytes.write_from(cell * 4, &new.to_le_bytes());
         }
         new
     }
 
+    /// Counters from their RDB bytes; all-zero pages stay unallocated.
     fn from_bytes(data: &[u8]) -> Result<Cells, CreateError> {
         let mut cells = Cells::zeroed(data.len() as u64)?;
-        for (p, chunk) in data.chunks(PAGE_BYTES).enumerate() {
-            if chunk.iter().any(|&b| b != 0) {
-                cells.pages[p] = Some(Arc::from(chunk));
-            }
-        }
+        cells.bytes.write_from(0, data);
         Ok(cells)
     }
 }
@@ -399,14 +341,15 @@ impl CountMinSketch {
         }
         let mut out = CountMinSketch::new(width, depth).map_err(|_| MergeError::OutOfMemory)?;
         let mut sums: Vec<i64> = Vec::new();
-        for p in 0..out.cells.pages.len() {
-            let n = out.cells.page_len(p) / 4;
+        let page_len = out.cells.bytes.page_len();
+        for p in 0..out.cells.bytes.page_count() {
+            let n = out.cells.bytes.page_size(p) / 4;
             sums.clear();
             sums.resize(n, 0);
             let mut any = false;
             for (s, w) in sources {
                 // An unallocated page adds only zeros: no product, no change to a partial sum.
-                let Some(page) = &s.cells.pages[p] else {
+                let Some(page) = s.cells.bytes.allocated_page(p) else {
                     continue;
                 };
                 if *w == 0 {
@@ -430,9 +373,8 @@ impl CountMinSketch {
                 let v = u32::try_from(sum).map_err(|_| MergeError::Overflow)?;
                 bytes.extend_from_slice(&v.to_le_bytes());
             }
-            if bytes.iter().any(|&b| b != 0) {
-                out.cells.pages[p] = Some(Arc::from(bytes));
-            }
+            // All-zero results leave the page unallocated.
+            out.cells.bytes.write_from(p as u64 * page_len, &bytes);
         }
         out.count = total as u64;
         Ok(out)
@@ -441,19 +383,20 @@ impl CountMinSketch {
     /// The counters as the RDB string's pages, in order (their lengths add up to `4·width·depth`);
     /// never-written pages as [`Page::Zeros`].
     pub fn counter_pages(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
-        self.cells
-            .pages
-            .iter()
-            .enumerate()
-            .map(move |(p, page)| match page {
-                Some(page) => Page::Bytes(&page[..]),
-                None => Page::Zeros(self.cells.page_len(p)),
-            })
+        self.cells.bytes.pages_ref()
+    }
+
+    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, the never-written counters not
+    /// counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
+    pub fn snapshot(&self) -> CountMinSketch {
+        let mut copy = self.clone();
+        copy.cells.bytes.uncount_reservation();
+        copy
     }
 
     /// Length of the RDB counters string.
     pub fn counters_len(&self) -> u64 {
-        self.cells.len
+        self.cells.bytes.len()
     }
 
     /// `MEMORY USAGE`'s type figure in RedisBloom's current line: the C struct and the counters.

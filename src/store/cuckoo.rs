@@ -66,12 +66,10 @@
 //! allocation. Page tables are reserved with `try_reserve`, so even a table that passes the ceiling
 //! cannot abort the server.
 
-use std::sync::Arc;
-
 use thiserror::Error;
 
 use super::murmur::murmur64a;
-use super::pages::{Page, Reservation};
+use super::pages::{Page, PagedBytes};
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -103,8 +101,6 @@ pub const HEADER_LEN: usize = 38;
 
 /// Compaction runs after a delete when `numDeletes > numItems * DELETE_COMPACT_RATIO`.
 const DELETE_COMPACT_RATIO: f64 = 0.10;
-
-static ZEROS: &[u8; PAGE_TARGET] = &super::pages::ZEROS;
 
 // ---------------------------------------------------------------------------------------------
 // Hashing
@@ -311,153 +307,6 @@ impl CuckooHeader {
 // Paged byte storage
 // ---------------------------------------------------------------------------------------------
 
-/// A zero-initialised byte array in copy-on-write pages; `None` pages read as zeroes.
-#[derive(Clone)]
-struct Pages {
-    len: u64,
-    /// Bytes per page: a whole number of buckets, at most `PAGE_TARGET`. The last page may be shorter.
-    page_len: u64,
-    pages: Vec<Option<Arc<[u8]>>>,
-    /// The bytes of never-written pages, counted as reserved memory (see `store::pages`).
-    reserved: Reservation,
-}
-
-impl Pages {
-    /// A zeroed array of `len` bytes paged for buckets of `bucket` bytes. Allocates only the table.
-    fn zeroed(len: u64, bucket: u64) -> Option<Pages> {
-        let bucket = bucket.clamp(1, PAGE_TARGET as u64);
-        let page_len = (PAGE_TARGET as u64 / bucket) * bucket;
-        let count = usize::try_from(len.div_ceil(page_len)).ok()?;
-        let mut pages = Vec::new();
-        pages.try_reserve_exact(count).ok()?;
-        pages.resize(count, None);
-        Some(Pages {
-            len,
-            page_len,
-            pages,
-            reserved: Reservation::new(len),
-        })
-    }
-
-    #[inline]
-    fn page_size(&self, p: usize) -> usize {
-        let start = p as u64 * self.page_len;
-        (self.len.saturating_sub(start)).min(self.page_len) as usize
-    }
-
-    /// `n` bytes from `off` when they lie in one page; `None` when they straddle or run past the end.
-    #[inline]
-    fn slice(&self, off: u64, n: usize) -> Option<&[u8]> {
-        let p = (off / self.page_len) as usize;
-        let w = (off % self.page_len) as usize;
-        let page = self.pages.get(p)?;
-        if w + n > self.page_size(p) {
-            return None;
-        }
-        Some(match page {
-            Some(a) => &a[w..w + n],
-            None => &ZEROS[w..w + n],
-        })
-    }
-
-    #[inline]
-    fn get(&self, off: u64) -> u8 {
-        self.slice(off, 1).map_or(0, |s| s[0])
-    }
-
-    /// The page holding `p`, materialised and unshared, ready to write.
-    fn page_mut(&mut self, p: usize) -> &mut [u8] {
-        let size = self.page_size(p);
-        let slot = &mut self.pages[p];
-        if slot.is_none() {
-            self.reserved.backed(size as u64);
-        }
-        let arc = slot.get_or_insert_with(|| std::iter::repeat_n(0u8, size).collect());
-        Arc::make_mut(arc)
-    }
-
-    #[inline]
-    fn set(&mut self, off: u64, v: u8) {
-        if off >= self.len {
-            return; // cannot happen for offsets the filter computes; never panic on it anyway
-        }
-        let p = (off / self.page_len) as usize;
-        let w = (off % self.page_len) as usize;
-        if v == 0 && self.pages[p].is_none() {
-            return;
-        }
-        self.page_mut(p)[w] = v;
-    }
-
-    /// Copies `out.len()` bytes starting at `off` (caller checked the range).
-    fn read_into(&self, mut off: u64, out: &mut [u8]) {
-        let mut done = 0;
-        while done < out.len() {
-            let p = (off / self.page_len) as usize;
-            let w = (off % self.page_len) as usize;
-            let n = (self.page_size(p) - w).min(out.len() - done);
-            match &self.pages[p] {
-                Some(a) => out[done..done + n].copy_from_slice(&a[w..w + n]),
-                None => out[done..done + n].fill(0),
-            }
-            done += n;
-            off += n as u64;
-        }
-    }
-
-    /// Writes `data` at `off` (caller checked the range). All-zero data never materialises a page.
-    fn write_from(&mut self, mut off: u64, data: &[u8]) {
-        let mut done = 0;
-        while done < data.len() {
-            let p = (off / self.page_len) as usize;
-            let w = (off % self.page_len) as usize;
-            let n = (self.page_size(p) - w).min(data.len() - done);
-            let src = &data[done..done + n];
-            if self.pages[p].is_some() || src.iter().any(|&b| b != 0) {
-                self.page_mut(p)[w..w + n].copy_from_slice(src);
-            }
-            done += n;
-            off += n as u64;
-        }
-    }
-
-    /// The pages in order, zero pages included, as borrowed slices.
-    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.pages_ref().map(|p| p.bytes())
-    }
-
-    /// The pages in order, never-written ones as [`Page::Zeros`] (nothing allocated).
-    fn pages_ref(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
-        self.pages.iter().enumerate().map(|(p, page)| match page {
-            Some(a) => Page::Bytes(&a[..]),
-            None => Page::Zeros(self.page_size(p)),
-        })
-    }
-
-    /// Bytes actually allocated for page contents.
-    fn resident(&self) -> u64 {
-        self.pages.iter().flatten().map(|a| a.len() as u64).sum()
-    }
-}
-
-impl std::fmt::Debug for Pages {
-    /// Sizes only: a filter can hold gigabytes.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pages")
-            .field("len", &self.len)
-            .field("pages", &self.pages.len())
-            .field("resident", &self.resident())
-            .finish()
-    }
-}
-
-impl PartialEq for Pages {
-    /// Equal contents, whether a zero page is materialised or not.
-    fn eq(&self, other: &Pages) -> bool {
-        self.len == other.len && self.iter().flatten().eq(other.iter().flatten())
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Sub-filters
 // ---------------------------------------------------------------------------------------------
@@ -465,7 +314,7 @@ impl PartialEq for Pages {
 #[derive(Debug, Clone, PartialEq)]
 struct SubFilter {
     num_buckets: u64,
-    data: Pages,
+    data: PagedBytes,
 }
 
 impl SubFilter {
@@ -473,12 +322,12 @@ impl SubFilter {
         let len = num_buckets.checked_mul(bucket_size)?;
         Some(SubFilter {
             num_buckets,
-            data: Pages::zeroed(len, bucket_size)?,
+            data: PagedBytes::zeroed(len, bucket_size, PAGE_TARGET)?,
         })
     }
 
     fn len(&self) -> u64 {
-        self.data.len
+        self.data.len()
     }
 
     /// Runs `f` over the `b` bytes of the bucket at byte offset `off`. The slow path copies a bucket
@@ -721,7 +570,7 @@ impl CuckooFilter {
     pub fn snapshot(&self) -> CuckooFilter {
         let mut copy = self.clone();
         for f in &mut copy.filters {
-            f.data.reserved.uncount();
+            f.data.uncount_reservation();
         }
         copy
     }
@@ -760,11 +609,7 @@ impl CuckooFilter {
 
     /// Bytes this process really holds for the filter (page contents and tables), for diagnostics.
     pub fn resident_bytes(&self) -> u64 {
-        let tables: u64 = self
-            .filters
-            .iter()
-            .map(|f| (f.data.pages.len() * std::mem::size_of::<Option<Arc<[u8]>>>()) as u64)
-            .sum();
+        let tables: u64 = self.filters.iter().map(|f| f.data.page_table_bytes()).sum();
         std::mem::size_of::<Self>() as u64
             + tables
             + self.filters.iter().map(|f| f.data.resident()).sum::<u64>()
@@ -871,11 +716,11 @@ impl CuckooFilter {
         let (older, rest) = self.filters.split_at_mut(f);
         let cur = &mut rest[0];
         let mut ok = true;
-        for p in 0..cur.data.pages.len() {
-            if cur.data.pages[p].is_none() {
+        for p in 0..cur.data.page_count() {
+            if cur.data.allocated_page(p).is_none() {
                 continue; // all zeroes: nothing to move
             }
-            let base = p as u64 * cur.data.page_len;
+            let base = p as u64 * cur.data.page_len();
             for w in 0..cur.data.page_size(p) {
                 let off = base + w as u64;
                 let q = cur.data.get(off);

@@ -51,6 +51,7 @@ impl<'a> Page<'a> {
 // ---------------------------------------------------------------------------------------------
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Bytes reserved by live paged arrays and not (yet) allocated as pages, process-wide.
 static RESERVED: AtomicU64 = AtomicU64::new(0);
@@ -118,6 +119,199 @@ impl Drop for Reservation {
         if self.counted {
             RESERVED.fetch_sub(self.unbacked, Ordering::Relaxed);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copy-on-write paged byte arrays
+// ---------------------------------------------------------------------------------------------
+
+/// A zero-initialised byte array in copy-on-write pages; `None` pages read as zeroes. Cuckoo
+/// sub-filters and count-min sketches keep their bytes in it; its never-written bytes are a
+/// [`Reservation`], so `used_memory` and `maxmemory` count them as RedisBloom's `calloc` would.
+#[derive(Clone)]
+pub struct PagedBytes {
+    len: u64,
+    /// Bytes per page: a whole number of units (a cuckoo bucket, a CMS counter), at most the
+    /// target given at creation. The last page may be shorter.
+    page_len: u64,
+    pages: Vec<Option<Arc<[u8]>>>,
+    /// The bytes of never-written pages, counted as reserved memory (see `store::pages`).
+    reserved: Reservation,
+}
+
+impl PagedBytes {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty array.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes per page (the last page may be shorter: see [`PagedBytes::page_size`]).
+    pub fn page_len(&self) -> u64 {
+        self.page_len
+    }
+
+    /// Number of pages.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Page `p`'s bytes when it was ever written; `None` for a never-written (all-zero) page.
+    pub fn allocated_page(&self, p: usize) -> Option<&[u8]> {
+        self.pages.get(p)?.as_deref()
+    }
+
+    /// Memory of the page table itself.
+    pub fn page_table_bytes(&self) -> u64 {
+        (self.pages.len() * std::mem::size_of::<Option<Arc<[u8]>>>()) as u64
+    }
+
+    /// Stops counting the never-written bytes as reserved: for the copy a snapshot holds, which
+    /// only shares pages for the time of a save (see [`Reservation::uncount`]).
+    pub fn uncount_reservation(&mut self) {
+        self.reserved.uncount();
+    }
+
+    /// A zeroed array of `len` bytes in pages of a whole number of `unit`-byte units, at most
+    /// `target` (and at most [`ZEROS_LEN`]) bytes each. Allocates only the page table; `None` when
+    /// the table itself cannot be allocated.
+    pub fn zeroed(len: u64, unit: u64, target: usize) -> Option<PagedBytes> {
+        let target = target.clamp(1, ZEROS_LEN) as u64;
+        let unit = unit.clamp(1, target);
+        let page_len = (target / unit) * unit;
+        let count = usize::try_from(len.div_ceil(page_len)).ok()?;
+        let mut pages = Vec::new();
+        pages.try_reserve_exact(count).ok()?;
+        pages.resize(count, None);
+        Some(PagedBytes {
+            len,
+            page_len,
+            pages,
+            reserved: Reservation::new(len),
+        })
+    }
+
+    #[inline]
+    pub fn page_size(&self, p: usize) -> usize {
+        let start = p as u64 * self.page_len;
+        (self.len.saturating_sub(start)).min(self.page_len) as usize
+    }
+
+    /// `n` bytes from `off` when they lie in one page; `None` when they straddle or run past the end.
+    #[inline]
+    pub fn slice(&self, off: u64, n: usize) -> Option<&[u8]> {
+        let p = (off / self.page_len) as usize;
+        let w = (off % self.page_len) as usize;
+        let page = self.pages.get(p)?;
+        if w + n > self.page_size(p) {
+            return None;
+        }
+        Some(match page {
+            Some(a) => &a[w..w + n],
+            None => &ZEROS[w..w + n],
+        })
+    }
+
+    #[inline]
+    pub fn get(&self, off: u64) -> u8 {
+        self.slice(off, 1).map_or(0, |s| s[0])
+    }
+
+    /// The page holding `p`, materialised and unshared, ready to write.
+    pub fn page_mut(&mut self, p: usize) -> &mut [u8] {
+        let size = self.page_size(p);
+        let slot = &mut self.pages[p];
+        if slot.is_none() {
+            self.reserved.backed(size as u64);
+        }
+        let arc = slot.get_or_insert_with(|| std::iter::repeat_n(0u8, size).collect());
+        Arc::make_mut(arc)
+    }
+
+    #[inline]
+    pub fn set(&mut self, off: u64, v: u8) {
+        if off >= self.len {
+            return; // cannot happen for offsets the filter computes; never panic on it anyway
+        }
+        let p = (off / self.page_len) as usize;
+        let w = (off % self.page_len) as usize;
+        if v == 0 && self.pages[p].is_none() {
+            return;
+        }
+        self.page_mut(p)[w] = v;
+    }
+
+    /// Copies `out.len()` bytes starting at `off` (caller checked the range).
+    pub fn read_into(&self, mut off: u64, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let p = (off / self.page_len) as usize;
+            let w = (off % self.page_len) as usize;
+            let n = (self.page_size(p) - w).min(out.len() - done);
+            match &self.pages[p] {
+                Some(a) => out[done..done + n].copy_from_slice(&a[w..w + n]),
+                None => out[done..done + n].fill(0),
+            }
+            done += n;
+            off += n as u64;
+        }
+    }
+
+    /// Writes `data` at `off` (caller checked the range). All-zero data never materialises a page.
+    pub fn write_from(&mut self, mut off: u64, data: &[u8]) {
+        let mut done = 0;
+        while done < data.len() {
+            let p = (off / self.page_len) as usize;
+            let w = (off % self.page_len) as usize;
+            let n = (self.page_size(p) - w).min(data.len() - done);
+            let src = &data[done..done + n];
+            if self.pages[p].is_some() || src.iter().any(|&b| b != 0) {
+                self.page_mut(p)[w..w + n].copy_from_slice(src);
+            }
+            done += n;
+            off += n as u64;
+        }
+    }
+
+    /// The pages in order, zero pages included, as borrowed slices.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.pages_ref().map(|p| p.bytes())
+    }
+
+    /// The pages in order, never-written ones as [`Page::Zeros`] (nothing allocated).
+    pub fn pages_ref(&self) -> impl Iterator<Item = Page<'_>> + Clone + '_ {
+        self.pages.iter().enumerate().map(|(p, page)| match page {
+            Some(a) => Page::Bytes(&a[..]),
+            None => Page::Zeros(self.page_size(p)),
+        })
+    }
+
+    /// Bytes actually allocated for page contents.
+    pub fn resident(&self) -> u64 {
+        self.pages.iter().flatten().map(|a| a.len() as u64).sum()
+    }
+}
+
+impl std::fmt::Debug for PagedBytes {
+    /// Sizes only: a filter can hold gigabytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PagedBytes")
+            .field("len", &self.len)
+            .field("pages", &self.pages.len())
+            .field("resident", &self.resident())
+            .finish()
+    }
+}
+
+impl PartialEq for PagedBytes {
+    /// Equal contents, whether a zero page is materialised or not.
+    fn eq(&self, other: &PagedBytes) -> bool {
+        self.len == other.len && self.iter().flatten().eq(other.iter().flatten())
     }
 }
 

@@ -28,6 +28,7 @@ impl Value {
         match self {
             Value::Bloom(b) => Value::Bloom(Box::new(b.snapshot())),
             Value::Cuckoo(c) => Value::Cuckoo(Box::new(c.snapshot())),
+            Value::Cms(c) => Value::Cms(Box::new(c.snapshot())),
             other => other.clone(),
         }
     }
