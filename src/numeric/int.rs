@@ -50,25 +50,65 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
-/// Appends the decimal form of `n` to `out` without going through `format!`.
-pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    let mut buf = [0u8; 20];
-    let mut pos = buf.len();
-    let mut v = n;
-    loop {
-        pos -= 1;
-        buf[pos] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+/// The decimal form of an integer in a stack buffer: the reply encoder and the write stream print
+/// lengths and integers on every request, so no `format!` and no allocation.
+pub struct Decimal {
+    /// 20 bytes hold every u64 (20 digits) and every i64 (`-` and 19 digits).
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    pub fn of_u64(n: u64) -> Decimal {
+        let mut d = Decimal {
+            buf: [0; 20],
+            start: 20,
+        };
+        let mut v = n;
+        loop {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
         }
+        d
     }
-    out.extend_from_slice(&buf[pos..]);
+
+    pub fn of_i64(n: i64) -> Decimal {
+        let mut d = Decimal::of_u64(n.unsigned_abs());
+        if n < 0 {
+            // At most 19 digits for a negative i64, so there is room for the sign.
+            d.start -= 1;
+            d.buf[d.start] = b'-';
+        }
+        d
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// Appends the decimal form of `n` to `out`.
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(Decimal::of_u64(n).as_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_edges() {
+        for n in [0i64, 7, -7, 10, -10, i64::MAX, i64::MIN] {
+            assert_eq!(Decimal::of_i64(n).as_bytes(), n.to_string().as_bytes());
+        }
+        for n in [0u64, 9, 10, u64::MAX] {
+            assert_eq!(Decimal::of_u64(n).as_bytes(), n.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn string2ll_rules() {

@@ -9,6 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::CmdError;
 use crate::numeric::format_double;
+use crate::numeric::int::Decimal;
 
 /// One reply, in the shape of RESP3.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,8 +200,7 @@ impl From<CmdError> for Reply {
 }
 
 pub(crate) fn put_int(out: &mut BytesMut, n: i64) {
-    let mut buf = itoa_buf(n);
-    out.put_slice(buf.as_bytes_mut());
+    out.put_slice(Decimal::of_i64(n).as_bytes());
 }
 
 /// An aggregate header: `<prefix><len>\r\n`.
@@ -215,38 +215,6 @@ pub fn put_bulk(out: &mut BytesMut, b: &[u8]) {
     put_header(out, b'$', b.len());
     out.put_slice(b);
     out.put_slice(b"\r\n");
-}
-
-/// A small stack buffer holding the decimal form of an integer; avoids `format!` on the hot path.
-struct ItoaBuf {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl ItoaBuf {
-    fn as_bytes_mut(&mut self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-}
-
-fn itoa_buf(n: i64) -> ItoaBuf {
-    let mut buf = [0u8; 20];
-    let mut pos = 20;
-    let neg = n < 0;
-    let mut v = n.unsigned_abs();
-    loop {
-        pos -= 1;
-        buf[pos] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if neg {
-        pos -= 1;
-        buf[pos] = b'-';
-    }
-    ItoaBuf { buf, start: pos }
 }
 
 #[cfg(test)]
