@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::encode_command;
 
 const PLAIN: usize = 3;
 const PIPELINED: usize = 3;
@@ -70,16 +71,6 @@ fn connect(addr: SocketAddr) -> TcpStream {
     }
 }
 
-fn command(argv: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for a in argv {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 /// Reads one simple reply line (`+OK`, `:5`, `-ERR ...`); None once the server is gone.
 fn reply_line(r: &mut BufReader<TcpStream>) -> Option<String> {
     let mut line = String::new();
@@ -102,7 +93,7 @@ fn set_client(addr: SocketAddr, id: usize, batch: usize, go: Arc<AtomicBool>) ->
         for _ in 0..batch {
             let k = format!("w{id}:{seq}");
             let v = seq.to_string();
-            req.extend(command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+            req.extend(encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
             seq += 1;
         }
         if w.write_all(&req).is_err() {
@@ -126,7 +117,9 @@ fn incr_client(addr: SocketAddr, go: Arc<AtomicBool>) -> i64 {
     let mut r = BufReader::new(stream);
     let mut last = 0i64;
     while go.load(Ordering::Relaxed) {
-        if w.write_all(&command(&[b"INCR", b"counter"])).is_err() {
+        if w.write_all(&encode_command(&[b"INCR", b"counter"]))
+            .is_err()
+        {
             return last;
         }
         match reply_line(&mut r).and_then(|l| l.strip_prefix(':')?.parse().ok()) {
@@ -188,7 +181,7 @@ fn one_run(stop: Stop, seed: u64) -> (u64, i64, u64) {
         }
         Stop::ShutdownCommand => {
             let mut c = connect(addr);
-            c.write_all(&command(&[b"SHUTDOWN"])).unwrap();
+            c.write_all(&encode_command(&[b"SHUTDOWN"])).unwrap();
             let mut rest = Vec::new();
             // Success closes the connection without a reply.
             let _ = c.read_to_end(&mut rest);
@@ -213,7 +206,7 @@ fn one_run(stop: Stop, seed: u64) -> (u64, i64, u64) {
     let mut query = |argv: Vec<Vec<u8>>| -> String {
         let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         loop {
-            w.write_all(&command(&refs)).unwrap();
+            w.write_all(&encode_command(&refs)).unwrap();
             let line = reply_line(&mut r).expect("reply after restart");
             if line.starts_with("-LOADING") {
                 std::thread::sleep(Duration::from_millis(20));

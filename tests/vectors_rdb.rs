@@ -6,8 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
-use hyperbloom::persistence::rdb::{LoadOptions, RdbReader, RdbWriter, SaveOptions};
+use hyperbloom::persistence::rdb::{RdbWriter, SaveOptions};
 use hyperbloom::store::Value;
 use serde_json::Value as Json;
 
@@ -24,58 +23,9 @@ fn bytes_of(v: &Json) -> Vec<u8> {
         .collect()
 }
 
-fn is_unknown_command(reply: &[u8]) -> bool {
-    reply.starts_with(b"-ERR unknown command")
-}
-
-/// Loads `name.rdb` into a fresh server and checks its manifest's `expect` list. Returns
-/// (checked, skipped because the command family is not in this build).
-fn check_manifest(name: &str) -> (usize, usize) {
-    let manifest: Json =
-        serde_json::from_slice(&std::fs::read(vectors().join(format!("{name}.json"))).unwrap())
-            .unwrap();
-    let dir = common::tempdir(name);
-    std::fs::copy(vectors().join(format!("{name}.rdb")), dir.join("dump.rdb")).unwrap();
-    let server = common::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
-    let mut c = server.raw();
-    // Expiries, checked on the keyspace itself (independent of which TTL commands are built).
-    for k in manifest["keys"].as_array().unwrap() {
-        let key = bytes_of(&k["key"]);
-        let want = k["expire_ms"].as_u64();
-        let mut engine = server.shared.engine();
-        assert_eq!(
-            engine.store.dbs[0].expire_at(&key),
-            want,
-            "{name}: expiry of {:?}",
-            k["key"]
-        );
-    }
-    let (mut checked, mut skipped) = (0, 0);
-    for e in manifest["expect"].as_array().unwrap() {
-        let argv: Vec<Vec<u8>> = e["cmd"].as_array().unwrap().iter().map(bytes_of).collect();
-        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        let got = c.cmd(&refs);
-        if is_unknown_command(&got) {
-            skipped += 1;
-            continue;
-        }
-        let want = bytes_of(&e["reply"]);
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want),
-            "{name}: {:?}",
-            e["cmd"]
-        );
-        checked += 1;
-    }
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
-    (checked, skipped)
-}
-
 #[test]
 fn strings_hll_dump_loads_and_answers() {
-    let (checked, skipped) = check_manifest("strings-hll");
+    let (checked, skipped) = common::vectors::check_rdb_manifest("strings-hll");
     eprintln!("strings-hll: {checked} checked, {skipped} skipped ");
     assert_eq!((checked, skipped), (36, 0));
 }
@@ -85,28 +35,10 @@ fn strings_hll_dump_loads_and_answers() {
 #[test]
 fn reencoding_a_redis_file_is_byte_identical() {
     let original = std::fs::read(vectors().join("strings-hll.rdb")).unwrap();
-    let mut entries: Vec<(usize, Bytes, Value, Option<u64>)> = Vec::new();
-    let stats = RdbReader::new(&original[..], original.len() as u64)
-        .load_file(LoadOptions::default(), 0, |db, k, v, e| {
-            entries.push((db, k, v, e));
-            Ok(())
-        })
-        .unwrap();
+    let (entries, stats) = common::vectors::load_rdb(&original);
     assert_eq!(stats.version, 10);
     assert_eq!(entries.len(), 10);
-    let aux = |name: &[u8]| -> u64 {
-        let v = &stats.aux.iter().find(|(k, _)| k == name).unwrap().1;
-        std::str::from_utf8(v).unwrap().parse().unwrap()
-    };
-    let mut out = Vec::new();
-    let mut w = RdbWriter::new(&mut out, SaveOptions::default());
-    w.header(aux(b"ctime"), aux(b"used-mem")).unwrap();
-    let expires = entries.iter().filter(|e| e.3.is_some()).count() as u64;
-    w.select_db(0, entries.len() as u64, expires).unwrap();
-    for (_, k, v, e) in &entries {
-        w.entry(k, v, *e).unwrap();
-    }
-    w.finish().unwrap();
+    let out = common::vectors::reencode_rdb(&entries, &stats);
     assert_eq!(out.len(), original.len());
     assert!(out == original, "re-encoded file differs from Redis's");
 }
@@ -126,7 +58,7 @@ fn dump_restore_cases() {
             let argv: Vec<Vec<u8>> = s.as_array().unwrap().iter().map(bytes_of).collect();
             let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
             let r = c.cmd(&refs);
-            if is_unknown_command(&r) || r.starts_with(b"-ERR Bad data format") {
+            if r.starts_with(b"-ERR unknown command") || r.starts_with(b"-ERR Bad data format") {
                 unsupported = true;
             }
         }
@@ -139,7 +71,7 @@ fn dump_restore_cases() {
         let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
         let got = c.cmd(&refs);
         let want = bytes_of(&case["resp2"]);
-        if unsupported || is_unknown_command(&got) {
+        if unsupported || got.starts_with(b"-ERR unknown command") {
             skipped += 1;
             continue;
         }
@@ -158,21 +90,21 @@ fn dump_restore_cases() {
 
 #[test]
 fn bloom_hll_dump_loads_and_answers() {
-    let (checked, skipped) = check_manifest("bloom-hll");
+    let (checked, skipped) = common::vectors::check_rdb_manifest("bloom-hll");
     eprintln!("bloom-hll: {checked} checked, {skipped} skipped");
     assert_eq!((checked, skipped), (39, 0));
 }
 
 #[test]
 fn cuckoo_dump_loads_and_answers() {
-    let (checked, skipped) = check_manifest("cuckoo");
+    let (checked, skipped) = common::vectors::check_rdb_manifest("cuckoo");
     eprintln!("cuckoo: {checked} checked, {skipped} skipped");
     assert_eq!((checked, skipped), (31, 0));
 }
 
 #[test]
 fn cms_topk_dump_loads_and_answers() {
-    let (checked, skipped) = check_manifest("cms-topk");
+    let (checked, skipped) = common::vectors::check_rdb_manifest("cms-topk");
     eprintln!("cms-topk: {checked} checked, {skipped} skipped");
     assert_eq!((checked, skipped), (73, 0));
 }
@@ -190,13 +122,7 @@ fn sketch_dump_restore_cases() {
 #[test]
 fn cms_topk_file_reencodes() {
     let original = std::fs::read(vectors().join("cms-topk.rdb")).unwrap();
-    let mut entries: Vec<(usize, Bytes, Value, Option<u64>)> = Vec::new();
-    RdbReader::new(&original[..], original.len() as u64)
-        .load_file(LoadOptions::default(), 0, |db, k, v, e| {
-            entries.push((db, k, v, e));
-            Ok(())
-        })
-        .unwrap();
+    let (entries, _) = common::vectors::load_rdb(&original);
     assert_eq!(entries.len(), 13);
     let (mut identical, mut round_trips) = (0, 0);
     for (_, key, value, expire) in &entries {
@@ -229,26 +155,8 @@ fn cms_topk_file_reencodes() {
 fn module_files_reencode_byte_identical() {
     for name in ["bloom-hll", "cuckoo", "strings-hll"] {
         let original = std::fs::read(vectors().join(format!("{name}.rdb"))).unwrap();
-        let mut entries: Vec<(usize, Bytes, Value, Option<u64>)> = Vec::new();
-        let stats = RdbReader::new(&original[..], original.len() as u64)
-            .load_file(LoadOptions::default(), 0, |db, k, v, e| {
-                entries.push((db, k, v, e));
-                Ok(())
-            })
-            .unwrap();
-        let aux = |n: &[u8]| -> u64 {
-            let v = &stats.aux.iter().find(|(k, _)| k == n).unwrap().1;
-            std::str::from_utf8(v).unwrap().parse().unwrap()
-        };
-        let mut out = Vec::new();
-        let mut w = RdbWriter::new(&mut out, SaveOptions::default());
-        w.header(aux(b"ctime"), aux(b"used-mem")).unwrap();
-        let expires = entries.iter().filter(|e| e.3.is_some()).count() as u64;
-        w.select_db(0, entries.len() as u64, expires).unwrap();
-        for (_, k, v, e) in &entries {
-            w.entry(k, v, *e).unwrap();
-        }
-        w.finish().unwrap();
+        let (entries, stats) = common::vectors::load_rdb(&original);
+        let out = common::vectors::reencode_rdb(&entries, &stats);
         assert!(out == original, "{name}: re-encoded file differs");
     }
 }

@@ -1,4 +1,4 @@
-//! Golden-vector replay shared by `vectors_bloom`, `vectors_cuckoo` and `vectors_hll`.
+//! Golden-vector replay shared by the `vectors_*` tests: reply cases, and the RDB vector files.
 //!
 //! A case file (`tests/vectors/<name>.jsonl`, copied from the captures of Redis 7.0.15 + RedisBloom)
 //! holds one JSON object per line: `name`, `setup` (commands whose replies are ignored), `cmd`, and
@@ -123,4 +123,108 @@ pub fn replay_file(file: &str, count: usize) {
         failed.len(),
         failed.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RDB vectors (`tests/vectors/rdb/<name>.rdb` with its manifest `<name>.json`)
+// ---------------------------------------------------------------------------------------------
+
+use bytes::Bytes;
+use hyperbloom::persistence::rdb::{LoadOptions, LoadStats, RdbReader, RdbWriter, SaveOptions};
+use hyperbloom::store::Value;
+
+/// One key as the RDB reader hands it over: database, key, value, expiry.
+pub type RdbEntry = (usize, Bytes, Value, Option<u64>);
+
+/// The folder of the RDB vectors.
+pub fn rdb_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/rdb")
+}
+
+/// Every key of an RDB file, in file order, with the file's statistics (AUX fields, version).
+pub fn load_rdb(bytes: &[u8]) -> (Vec<RdbEntry>, LoadStats) {
+    let mut entries = Vec::new();
+    let stats = RdbReader::new(bytes, bytes.len() as u64)
+        .load_file(LoadOptions::default(), 0, |db, k, v, e| {
+            entries.push((db, k, v, e));
+            Ok(())
+        })
+        .expect("the vector file loads");
+    (entries, stats)
+}
+
+/// Writes `entries` (all in database 0) back as a file with the AUX `ctime` and `used-mem` of
+/// `stats`, the way Redis wrote the original.
+pub fn reencode_rdb(entries: &[RdbEntry], stats: &LoadStats) -> Vec<u8> {
+    let aux = |name: &[u8]| -> u64 {
+        let v = &stats
+            .aux
+            .iter()
+            .find(|(k, _)| k == name)
+            .expect("aux field")
+            .1;
+        std::str::from_utf8(v).unwrap().parse().unwrap()
+    };
+    let mut out = Vec::new();
+    let mut w = RdbWriter::new(&mut out, SaveOptions::default());
+    w.header(aux(b"ctime"), aux(b"used-mem")).unwrap();
+    let expires = entries.iter().filter(|e| e.3.is_some()).count() as u64;
+    w.select_db(0, entries.len() as u64, expires).unwrap();
+    for (_, k, v, e) in entries {
+        w.entry(k, v, *e).unwrap();
+    }
+    w.finish().unwrap();
+    out
+}
+
+/// Loads `name.rdb` into a fresh server and checks its manifest: every key's expiry on the
+/// keyspace, then every `expect` command's reply (the current line's `current_reply` where the
+/// manifest has one). Returns (checked, skipped because the command is unknown to this build);
+/// fails with every mismatch listed.
+pub fn check_rdb_manifest(name: &str) -> (usize, usize) {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rdb_dir().join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    let dir = super::tempdir(name);
+    std::fs::copy(rdb_dir().join(format!("{name}.rdb")), dir.join("dump.rdb")).unwrap();
+    let server = super::start_with(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
+    let mut c = server.raw();
+    for k in manifest["keys"].as_array().unwrap() {
+        let key = bytes(&k["key"]);
+        let mut engine = server.shared.engine();
+        assert_eq!(
+            engine.store.dbs[0].expire_at(&key),
+            k["expire_ms"].as_u64(),
+            "{name}: expiry of {:?}",
+            k["key"]
+        );
+    }
+    let (mut checked, mut skipped) = (0, 0);
+    let mut mismatches = Vec::new();
+    for e in manifest["expect"].as_array().unwrap() {
+        let cmd = argv(&e["cmd"]);
+        let refs: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
+        let got = c.cmd(&refs);
+        if got.starts_with(b"-ERR unknown command") {
+            skipped += 1;
+            continue;
+        }
+        let want = match e.get("current_reply") {
+            Some(v) if !v.is_null() => bytes(v),
+            _ => bytes(&e["reply"]),
+        };
+        if got != want {
+            mismatches.push(format!(
+                "{:?}\n   want {}\n    got {}",
+                e["cmd"],
+                show(&want),
+                show(&got)
+            ));
+        }
+        checked += 1;
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(mismatches.is_empty(), "{name}:\n{}", mismatches.join("\n"));
+    (checked, skipped)
 }
