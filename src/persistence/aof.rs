@@ -1070,7 +1070,8 @@ fn parse_command(data: &[u8], pos: &mut usize) -> Result<Vec<Bytes>, Parse> {
     if !(1..=1 << 20).contains(&n) {
         return Err(Parse::Bad(start));
     }
-    let mut argv = Vec::with_capacity(n as usize);
+    // The count is the file's word: reserve for a few arguments, grow with the ones that arrive.
+    let mut argv = Vec::with_capacity((n as usize).min(16));
     for _ in 0..n {
         if *pos >= data.len() {
             return Err(Parse::Truncated);
@@ -1078,15 +1079,18 @@ fn parse_command(data: &[u8], pos: &mut usize) -> Result<Vec<Bytes>, Parse> {
         if data[*pos] != b'$' {
             return Err(Parse::Bad(*pos));
         }
-        let len = read_number(data, pos, b'$')? as usize;
-        if data.len() - *pos < len + 2 {
-            return Err(Parse::Truncated);
+        let at = *pos;
+        let len = usize::try_from(read_number(data, pos, b'$')?).map_err(|_| Parse::Bad(at))?;
+        // A length past the end of the file is a truncated command, never an overflow.
+        let end = match pos.checked_add(len).and_then(|e| e.checked_add(2)) {
+            Some(end) if end <= data.len() => end,
+            _ => return Err(Parse::Truncated),
+        };
+        if &data[end - 2..end] != b"\r\n" {
+            return Err(Parse::Bad(end - 2));
         }
-        if &data[*pos + len..*pos + len + 2] != b"\r\n" {
-            return Err(Parse::Bad(*pos + len));
-        }
-        argv.push(Bytes::copy_from_slice(&data[*pos..*pos + len]));
-        *pos += len + 2;
+        argv.push(Bytes::copy_from_slice(&data[*pos..end - 2]));
+        *pos = end;
     }
     Ok(argv)
 }
@@ -1186,5 +1190,21 @@ mod tests {
             parse_command(b"*1\r\n+OK\r\n", &mut p),
             Err(Parse::Bad(4))
         ));
+    }
+
+    #[test]
+    fn a_huge_bulk_length_is_truncation_not_a_panic() {
+        // u64::MAX and usize-overflowing lengths from a damaged file.
+        for text in [
+            &b"*1\r\n$18446744073709551615\r\nab\r\n"[..],
+            b"*1\r\n$18446744073709551614\r\nab\r\n",
+            b"*2\r\n$1\r\na\r\n$99\r\nshort\r\n",
+        ] {
+            let mut pos = 0;
+            assert!(matches!(
+                parse_command(text, &mut pos),
+                Err(Parse::Truncated)
+            ));
+        }
     }
 }
