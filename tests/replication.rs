@@ -36,17 +36,70 @@ fn link_up(c: &mut RawConn) -> bool {
     info_field(c, "replication", "master_link_status").as_deref() == Some("up")
 }
 
-/// Every key of db 0 with its DUMP payload and whether it has a TTL, sorted.
-fn keyspace(c: &mut RawConn) -> Vec<(Vec<u8>, Vec<u8>, bool)> {
+/// Every key of db 0 with its DUMP payload and its absolute expiry (PEXPIRETIME), sorted.
+fn keyspace(c: &mut RawConn) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
     let keys = c.cmd_str(&["KEYS", "*"]);
     let mut out = Vec::new();
     for k in parse_array(&keys) {
         let dump = c.cmd(&[b"DUMP", &k]);
-        let pttl = text(c.cmd(&[b"PTTL", &k]));
-        out.push((k, dump, pttl != ":-1\r\n"));
+        let at = int(c.cmd(&[b"PEXPIRETIME", &k]));
+        out.push((k, dump, at));
     }
     out.sort();
     out
+}
+
+/// [`keyspace`] of database `db` (the connection goes back to db 0).
+fn keyspace_db(c: &mut RawConn, db: usize) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+    c.cmd_str(&["SELECT", &db.to_string()]);
+    let ks = keyspace(c);
+    c.cmd_str(&["SELECT", "0"]);
+    ks
+}
+
+/// Every chunk of `BF.SCANDUMP` / `CF.SCANDUMP key`, in order.
+fn scandump(c: &mut RawConn, cmd: &str, key: &str) -> Vec<Vec<u8>> {
+    let mut chunks = Vec::new();
+    let mut iter = 0i64;
+    loop {
+        let reply = c.cmd_str(&[cmd, key, &iter.to_string()]);
+        let (next, data) = parse_scandump(&reply);
+        if next == 0 {
+            return chunks;
+        }
+        chunks.push(data.clone());
+        iter = next;
+        assert!(chunks.len() < 100_000, "SCANDUMP does not end");
+    }
+}
+
+/// `*2 :iter $len data` → (iter, data).
+fn parse_scandump(reply: &[u8]) -> (i64, Vec<u8>) {
+    let s = reply;
+    let l1 = s.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let l2 = l1 + s[l1..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let iter: i64 = text(s[l1 + 1..l2 - 2].to_vec()).parse().unwrap();
+    if s[l2] != b'$' || s[l2 + 1] == b'-' {
+        return (iter, Vec::new());
+    }
+    let l3 = l2 + s[l2..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let len: usize = text(s[l2 + 1..l3 - 2].to_vec()).parse().unwrap();
+    (iter, s[l3..l3 + len].to_vec())
+}
+
+/// Sends `cmds` as one pipeline and reads every reply.
+fn pipeline(c: &mut RawConn, cmds: &[Vec<String>]) -> Vec<Vec<u8>> {
+    let mut batch = Vec::new();
+    for argv in cmds {
+        let v: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
+        batch.extend_from_slice(&common::encode_command(&v));
+    }
+    c.send_raw(&batch);
+    cmds.iter().map(|_| c.read_reply()).collect()
+}
+
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
 }
 
 /// The bulk strings of a flat RESP2 array reply.
@@ -169,8 +222,253 @@ fn hyperbloom_primary_full_sync_to_redis_replica() {
     );
     let role = text(p.cmd_str(&["ROLE"]));
     assert!(role.starts_with("*3\r\n$6\r\nmaster\r\n"), "{role}");
+
+    // The write stream after the snapshot: rewrites (relative expiry, GETSET, INCRBYFLOAT),
+    // another database, a transaction, and keys that expire on the primary (sent as DEL).
+    let expired_before = int_field(&mut p, "stats", "expired_keys");
+    let writes: Vec<Vec<String>> = vec![
+        args(&["SET", "s1", "changed"]),
+        args(&["APPEND", "s2", "tail"]),
+        args(&["INCR", "int"]),
+        args(&["DEL", "s3"]),
+        args(&["PFADD", "hll", "d", "e"]),
+        args(&["PFADD", "hll2", "x"]),
+        args(&["PFMERGE", "hll3", "hll", "hll2"]),
+        args(&["SET", "rel", "v", "EX", "1000"]),
+        args(&["EXPIRE", "s4", "500"]),
+        args(&["GETSET", "s5", "new"]),
+        args(&["INCRBYFLOAT", "f", "1.5"]),
+        args(&["SET", "short1", "x", "PX", "30"]),
+        args(&["SET", "short2", "x", "PX", "30"]),
+        args(&["SELECT", "3"]),
+        args(&["SET", "in3", "yes"]),
+        args(&["MULTI"]),
+        args(&["INCR", "c3"]),
+        args(&["SET", "d3", "x"]),
+        args(&["EXEC"]),
+        args(&["SELECT", "0"]),
+    ];
+    for reply in pipeline(&mut p, &writes) {
+        assert!(!reply.starts_with(b"-"), "{}", text(reply));
+    }
+    wait_for("short keys expired on the primary", || {
+        int_field(&mut p, "stats", "expired_keys") >= expired_before + 2
+    });
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    assert_eq!(keyspace(&mut p), keyspace(&mut r));
+    assert_eq!(keyspace_db(&mut p, 3), keyspace_db(&mut r, 3));
+    assert_eq!(r.cmd_str(&["EXISTS", "short1", "short2"]), b":0\r\n");
+    assert!(int(r.cmd_str(&["PEXPIRETIME", "rel"])) > 0);
+    // Offsets agree, and the primary's INFO shows the replica's acknowledged offset.
+    wait_for("offsets agree", || {
+        let po = info_field(&mut p, "replication", "master_repl_offset");
+        let ro = info_field(&mut r, "replication", "slave_repl_offset");
+        let acked = info_field(&mut p, "replication", "slave0").and_then(|s| {
+            s.split(',')
+                .find_map(|f| f.strip_prefix("offset=").map(String::from))
+        });
+        po.is_some() && po == ro && po == acked
+    });
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(rdir);
+}
+
+fn int_field(c: &mut RawConn, section: &str, field: &str) -> i64 {
+    info_field(c, section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// Pipelined BF/CF/PF/string writes (with short expiries) from a thread of its own, in rounds of
+/// 50 commands, until `stop` is set. Returns the number of rounds.
+fn write_load(
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut c = RawConn::connect(addr);
+        let mut round = 0usize;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) || round < 20 {
+            let mut cmds = Vec::new();
+            for j in 0..10 {
+                let n = round * 10 + j;
+                cmds.push(args(&["BF.ADD", "load-bf", &format!("b{n}")]));
+                cmds.push(args(&["CF.ADD", "load-cf", &format!("c{n}")]));
+                cmds.push(args(&[
+                    "PFADD",
+                    &format!("load-pf{}", n % 7),
+                    &format!("p{n}"),
+                ]));
+                cmds.push(args(&[
+                    "SET",
+                    &format!("load-s{}", n % 100),
+                    &n.to_string(),
+                ]));
+                if n.is_multiple_of(5) {
+                    cmds.push(args(&["SET", &format!("load-tmp{n}"), "x", "PX", "20"]));
+                } else {
+                    cmds.push(args(&["BF.INSERT", "load-bf2", "ITEMS", &format!("q{n}")]));
+                }
+            }
+            for reply in pipeline(&mut c, &cmds) {
+                assert!(!reply.starts_with(b"-"), "{}", text(reply));
+            }
+            round += 1;
+        }
+        round
+    })
+}
+
+/// Every filter of the given kind has the same SCANDUMP chunk sequence on both servers.
+fn same_filters(p: &mut RawConn, r: &mut RawConn, bf: &[&str], cf: &[&str]) {
+    for key in bf {
+        let a = scandump(p, "BF.SCANDUMP", key);
+        assert!(!a.is_empty(), "{key} has chunks");
+        assert_eq!(a, scandump(r, "BF.SCANDUMP", key), "BF.SCANDUMP {key}");
+    }
+    for key in cf {
+        let a = scandump(p, "CF.SCANDUMP", key);
+        assert!(!a.is_empty(), "{key} has chunks");
+        assert_eq!(a, scandump(r, "CF.SCANDUMP", key), "CF.SCANDUMP {key}");
+    }
+}
+
+#[test]
+fn hyperbloom_to_hyperbloom_under_write_load_with_loadchunk_and_expiry() {
+    let dir = tempdir("repl-load");
+    let primary = common::start_with(&["--dir", dir.to_str().unwrap()]);
+    let mut p = primary.raw();
+    p.cmd_str(&["BF.RESERVE", "src-bf", "0.001", "100", "EXPANSION", "2"]);
+    p.cmd_str(&["CF.RESERVE", "src-cf", "64", "BUCKETSIZE", "2"]);
+    for i in 0..400 {
+        p.cmd_str(&["BF.ADD", "src-bf", &format!("i{i}")]);
+        p.cmd_str(&["CF.ADD", "src-cf", &format!("i{i}")]);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = write_load(primary.addr, stop.clone());
+    // The full sync happens while the writer runs.
+    let rdir = tempdir("repl-load-r");
+    let replica = common::start_with(&["--dir", rdir.to_str().unwrap()]);
+    let mut r = replica.raw();
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    wait_for("link up", || link_up(&mut r));
+    // Copy the source filters with SCANDUMP/LOADCHUNK on the primary while the load goes on.
+    for (dump, load, src, dst) in [
+        ("BF.SCANDUMP", "BF.LOADCHUNK", "src-bf", "copy-bf"),
+        ("CF.SCANDUMP", "CF.LOADCHUNK", "src-cf", "copy-cf"),
+    ] {
+        let mut iter = 0i64;
+        let mut n = 0;
+        loop {
+            let (next, data) = parse_scandump(&p.cmd_str(&[dump, src, &iter.to_string()]));
+            if next == 0 {
+                break;
+            }
+            let reply = p.cmd(&[
+                load.as_bytes(),
+                dst.as_bytes(),
+                next.to_string().as_bytes(),
+                &data,
+            ]);
+            assert_eq!(reply, b"+OK\r\n", "{load} chunk {n}");
+            iter = next;
+            n += 1;
+        }
+        assert!(n >= 2, "{src}: a multi-chunk sequence");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    assert!(rounds >= 20);
+    wait_for("the short keys expired", || {
+        p.cmd_str(&["KEYS", "load-tmp*"]) == b"*0\r\n"
+    });
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    assert_eq!(r.cmd_str(&["KEYS", "load-tmp*"]), b"*0\r\n");
+    assert_eq!(keyspace(&mut p), keyspace(&mut r));
+    same_filters(
+        &mut p,
+        &mut r,
+        &["src-bf", "copy-bf", "load-bf", "load-bf2"],
+        &["src-cf", "copy-cf", "load-cf"],
+    );
+    assert_eq!(
+        p.cmd_str(&["CF.EXISTS", "copy-cf", "i399"]),
+        r.cmd_str(&["CF.EXISTS", "copy-cf", "i399"])
+    );
+
+    // Partial resync after CLIENT KILL TYPE replica: writes made meanwhile come from the backlog.
+    assert_eq!(int_field(&mut p, "stats", "sync_full"), 1);
+    assert_eq!(int(p.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"])), 1);
+    for i in 0..50 {
+        p.cmd_str(&["BF.ADD", "after-kill", &format!("a{i}")]);
+    }
+    wait_for("partial resync", || {
+        int_field(&mut p, "stats", "sync_partial_ok") == 1
+    });
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    assert_eq!(int_field(&mut p, "stats", "sync_full"), 1);
+    assert_eq!(keyspace(&mut p), keyspace(&mut r));
+    same_filters(&mut p, &mut r, &["after-kill"], &[]);
+    assert_eq!(
+        info_field(&mut r, "replication", "master_replid"),
+        info_field(&mut p, "replication", "master_replid")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(rdir);
+}
+
+#[test]
+fn chain_and_promotion_keep_one_history() {
+    let dirs: Vec<_> = (0..3).map(|i| tempdir(&format!("repl-chain{i}"))).collect();
+    let a = common::start_with(&["--dir", dirs[0].to_str().unwrap()]);
+    let b = common::start_with(&["--dir", dirs[1].to_str().unwrap()]);
+    let c = common::start_with(&["--dir", dirs[2].to_str().unwrap()]);
+    let (mut pa, mut pb, mut pc) = (a.raw(), b.raw(), c.raw());
+    pa.cmd_str(&["SET", "before", "1"]);
+    pb.cmd_str(&["REPLICAOF", "127.0.0.1", &a.port().to_string()]);
+    pc.cmd_str(&["REPLICAOF", "127.0.0.1", &b.port().to_string()]);
+    wait_for("b up", || link_up(&mut pb));
+    wait_for("c up", || link_up(&mut pc));
+    for i in 0..200 {
+        pa.cmd_str(&["PFADD", "pf", &format!("e{i}")]);
+        pa.cmd_str(&["CF.ADD", "cf", &format!("e{i}")]);
+        pa.cmd_str(&["SET", &format!("k{i}"), "v", "EX", "900"]);
+    }
+    // WAIT counts direct replicas only: B.
+    assert_eq!(int(pa.cmd_str(&["WAIT", "2", "300"])), 1);
+    let offset = info_field(&mut pa, "replication", "master_repl_offset");
+    wait_for("C reaches A's offset", || {
+        info_field(&mut pc, "replication", "master_repl_offset") == offset
+    });
+    assert_eq!(keyspace(&mut pa), keyspace(&mut pc));
+    same_filters(&mut pa, &mut pc, &[], &["cf"]);
+    assert_eq!(
+        info_field(&mut pc, "replication", "master_replid"),
+        info_field(&mut pa, "replication", "master_replid")
+    );
+
+    // A goes away; B is promoted: C continues from B's replid2 with a partial resync.
+    let old_id = info_field(&mut pa, "replication", "master_replid");
+    drop(pa);
+    drop(a);
+    assert_eq!(pb.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(info_field(&mut pb, "replication", "master_replid2"), old_id);
+    pb.cmd_str(&["SET", "after-promotion", "1"]);
+    pb.cmd_str(&["SELECT", "5"]);
+    pb.cmd_str(&["SET", "in5", "1"]);
+    pb.cmd_str(&["SELECT", "0"]);
+    wait_for("C follows B's new history", || {
+        info_field(&mut pc, "replication", "master_replid")
+            == info_field(&mut pb, "replication", "master_replid")
+    });
+    assert_eq!(int(pb.cmd_str(&["WAIT", "1", "5000"])), 1);
+    assert_eq!(int_field(&mut pb, "stats", "sync_partial_ok"), 1);
+    assert_eq!(int_field(&mut pb, "stats", "sync_full"), 1);
+    assert_eq!(keyspace(&mut pb), keyspace(&mut pc));
+    assert_eq!(keyspace_db(&mut pb, 5), keyspace_db(&mut pc, 5));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 #[test]

@@ -667,6 +667,7 @@ pub fn run(
     if engine.stream.is_active() {
         engine.stream.end_unit();
     }
+    engine.pump_repl();
     reply
 }
 

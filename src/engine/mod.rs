@@ -44,6 +44,11 @@ pub struct Engine {
     pub repl: repl::ReplState,
     /// The AOF's subscription to the write stream, while the AOF is open.
     pub aof_sub: Option<SubscriberId>,
+    /// Replication's subscription to the write stream: while this server is a primary with a
+    /// backlog (see [`Engine::pump_repl`]).
+    pub repl_sub: Option<SubscriberId>,
+    /// Reused between drains of `repl_sub`.
+    repl_scratch: Vec<u8>,
     /// Every executed write as the commands to propagate (AOF, replicas); see [`propagate`].
     pub stream: WriteStream,
     /// Set, under this lock, by the shutdown sequence once the final persistence steps are done.
@@ -63,6 +68,8 @@ impl Engine {
             pubsub: pubsub::PubSub::new(),
             repl: repl::ReplState::new(shared::new_run_id()),
             aof_sub: None,
+            repl_sub: None,
+            repl_scratch: Vec::new(),
             stream: WriteStream::new(),
             shut_down: false,
         }
@@ -86,6 +93,59 @@ impl Engine {
         self.stream.unsubscribe(id);
         if !self.stream.is_active() {
             self.store.set_log_expired(false);
+        }
+    }
+
+    /// Starts replication's subscription to the write stream when this server is a primary with
+    /// a backlog, and ends it when it is not (a replica forwards its primary's bytes itself, so
+    /// the commands it applies must not reach the backlog twice; a freed backlog needs nothing).
+    /// Returns the subscription. Call it in the critical section that creates the backlog or takes
+    /// a full-sync snapshot, so the snapshot and the first streamed byte agree exactly.
+    pub fn ensure_repl_stream(&mut self) -> Option<SubscriberId> {
+        let wanted = self.repl.master.is_none() && self.repl.backlog.is_some();
+        match (self.repl_sub, wanted) {
+            (None, true) => {
+                let id = self.subscribe_stream(self.repl.offset, None);
+                self.repl_sub = Some(id);
+            }
+            (Some(id), false) => {
+                self.unsubscribe_stream(id);
+                self.repl_sub = None;
+            }
+            _ => {}
+        }
+        self.repl_sub
+    }
+
+    /// Moves what the write stream holds for replication into the backlog (hence to every
+    /// replica), advancing `master_repl_offset`. The dispatcher calls it after every top-level
+    /// command, so a `WAIT` later in the same pipeline waits for the write's offset; the cron
+    /// calls it after active expiry. Also follows role changes (see
+    /// [`Engine::ensure_repl_stream`]): REPLICAOF runs as a command, so the subscription starts
+    /// or ends right after it.
+    pub fn pump_repl(&mut self) {
+        let Some(id) = self.ensure_repl_stream() else {
+            return;
+        };
+        if self.stream.pending(id) == 0 {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.repl_scratch);
+        buf.clear();
+        self.stream.drain(id, &mut buf);
+        self.repl.feed(&buf);
+        buf.clear();
+        if buf.capacity() <= 1 << 20 {
+            self.repl_scratch = buf;
+        }
+    }
+
+    /// Makes the replication stream's next command start with `SELECT` (a full sync starts: the
+    /// replica loading the snapshot has no database selected), as Redis resets `slaveseldb`.
+    pub fn repl_force_select(&mut self) {
+        self.pump_repl();
+        if let Some(id) = self.repl_sub {
+            self.stream.force_select(id);
         }
     }
 

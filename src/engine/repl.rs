@@ -10,6 +10,13 @@
 //! that has processed up to offset `o` asks `PSYNC <replid> <o+1>`, which is served when
 //! `first_byte_offset <= o+1 <= master_repl_offset + 1`.
 //!
+//! What the backlog carries: the write stream ([`super::propagate`]) through replication's own
+//! subscription ([`super::Engine::pump_repl`], drained after every top-level command and after
+//! active expiry, so the bytes are exactly what Redis 7.0 propagates, `SELECT`/`MULTI`/`EXEC`
+//! included), plus replication's own `PING` and `REPLCONF GETACK *`. On a replica there is no
+//! subscription: the primary's bytes are forwarded verbatim (`server::link`), so sub-replicas
+//! see the same bytes at the same offsets.
+//!
 //! The backlog is also the replicas' output buffer (Redis 7's shared replication buffer): each
 //! replica task keeps the offset of the next byte it must send and copies from the backlog, so a
 //! write costs one copy whatever the number of replicas. The backlog keeps at least
@@ -178,8 +185,6 @@ pub struct ReplState {
     /// `master_repl_offset`.
     pub offset: u64,
     pub backlog: Option<Backlog>,
-    /// Database last selected in the stream (-1 = none: the next command is preceded by SELECT).
-    pub seldb: i64,
     pub replicas: BTreeMap<u64, ReplicaInfo>,
     /// Some when this server is a replica.
     pub master: Option<MasterLink>,
@@ -205,7 +210,6 @@ impl ReplState {
             second_offset: -1,
             offset: 0,
             backlog: None,
-            seldb: -1,
             replicas: BTreeMap::new(),
             master: None,
             generation: 0,
@@ -229,22 +233,6 @@ impl ReplState {
                 self.trim(self.obuf_hard);
             }
         }
-    }
-
-    /// Feeds one command, preceded by `SELECT db` when the stream is on another database.
-    /// The consumer of the write stream calls this with each propagated command.
-    pub fn feed_command(&mut self, db: usize, argv: &[&[u8]]) {
-        if self.backlog.is_none() {
-            return;
-        }
-        if self.seldb != db as i64 {
-            let d = db.to_string();
-            let sel = encode_command(&[b"SELECT", d.as_bytes()]);
-            self.feed(&sel);
-            self.seldb = db as i64;
-        }
-        let bytes = encode_command(argv);
-        self.feed(&bytes);
     }
 
     /// Creates the backlog if there is none (the first replica, or becoming a replica).
@@ -335,23 +323,6 @@ mod tests {
         assert_eq!(b.first_byte_offset(), 3);
         b.trim(Some(3), 6);
         assert_eq!(b.first_byte_offset(), 5);
-    }
-
-    #[test]
-    fn select_precedes_a_database_change() {
-        let mut s = ReplState::new("a".repeat(40));
-        s.feed_command(0, &[b"SET", b"k", b"v"]);
-        assert_eq!(s.offset, 0, "no backlog, no stream");
-        s.ensure_backlog(1024);
-        s.feed_command(0, &[b"SET", b"k", b"v"]);
-        s.feed_command(0, &[b"DEL", b"k"]);
-        let b = s.backlog.as_ref().unwrap();
-        let all = b.read_from(1, 1000).unwrap();
-        assert_eq!(
-            all,
-            b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"
-        );
-        assert_eq!(s.offset, all.len() as u64);
     }
 
     #[test]

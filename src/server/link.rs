@@ -369,7 +369,6 @@ async fn load(
     repl.second_offset = -1;
     repl.offset = offset;
     repl.backlog = Some(Backlog::new(size, offset + 1));
-    repl.seldb = -1;
     commands::replication::disconnect_replicas(shared, repl);
     drop(engine);
     // The old keyspace is freed outside the lock.

@@ -308,6 +308,7 @@ async fn cron(shared: Arc<Shared>) {
                 expired += db.active_expire(2000);
             }
             engine.emit_expired();
+            engine.pump_repl();
             if expired > 0 {
                 shared
                     .stats

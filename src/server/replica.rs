@@ -51,12 +51,19 @@ pub async fn serve(
     // snapshot and the stream offset agree.
     let (decision, snapshot) = {
         let mut engine = shared.engine();
+        engine.repl.ensure_backlog(backlog_size);
+        // Everything written from here on reaches the backlog; what was written before is in the
+        // backlog already, or in the snapshot taken below.
+        engine.pump_repl();
+        let decision = replication::decide(&engine.repl, &replid, &offset);
+        if matches!(decision, Psync::Full { .. }) {
+            // The stream after the snapshot starts with a SELECT.
+            engine.repl_force_select();
+        }
         let repl = &mut engine.repl;
-        repl.ensure_backlog(backlog_size);
         if let Some(b) = repl.backlog.as_mut() {
             b.idle_since_ms = None;
         }
-        let decision = replication::decide(repl, &replid, &offset);
         let (send_offset, state) = match &decision {
             Psync::Full { offset, .. } => (offset + 1, ReplicaState::WaitBgsave),
             Psync::Continue { from, .. } => (*from, ReplicaState::Online),
@@ -67,8 +74,6 @@ pub async fn serve(
                 if &replid[..] != b"?" {
                     repl.sync_partial_err += 1;
                 }
-                // The stream after the snapshot starts with a SELECT.
-                repl.seldb = -1;
             }
             Psync::Continue { .. } => repl.sync_partial_ok += 1,
         }
@@ -367,7 +372,7 @@ async fn stream_loop(
                     return Err(std::io::Error::other("replica unregistered"));
                 };
                 let from = r.send_offset;
-                if hard > 0 && master_next.saturating_sub(from) as usize > hard {
+                if over_output_limit(master_next.saturating_sub(from), hard) {
                     tracing::warn!(
                         "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
                         handle.addr
@@ -424,6 +429,15 @@ async fn stream_loop(
     }
 }
 
+/// The output-buffer-limit hook for replicas: `pending` is how many stream bytes this replica
+/// has not been sent yet (its share of the backlog, which is its output buffer). Only the
+/// `client-output-buffer-limit replica` hard limit is applied here; the limit layer of the
+/// connection (soft limit and its seconds, the other classes) is the `outbuf` work, and should
+/// replace this function's body rather than add a second check.
+fn over_output_limit(pending: u64, hard: usize) -> bool {
+    hard > 0 && pending as usize > hard
+}
+
 /// WAIT's blocking part: asks every replica for an ACK, then waits until `numreplicas` acknowledged
 /// `offset` or the timeout passed. Returns how many did.
 pub async fn wait_acks(
@@ -464,6 +478,7 @@ pub fn request_acks(shared: &Shared) {
     if engine.repl.replicas.is_empty() {
         return;
     }
+    engine.pump_repl();
     let cmd = encode_command(&[b"REPLCONF", b"GETACK", b"*"]);
     engine.repl.feed(&cmd);
     let off = engine.repl.offset;
@@ -494,6 +509,8 @@ pub fn cron(shared: &Shared, tick: u64) {
         )
     };
     let mut engine = shared.engine();
+    // Bytes the stream holds go before the PING (and a freed backlog ends the subscription).
+    engine.pump_repl();
     let repl = &mut engine.repl;
     repl.obuf_hard = if hard == 0 { usize::MAX } else { hard };
     if let Some(b) = repl.backlog.as_mut() {
@@ -513,5 +530,6 @@ pub fn cron(shared: &Shared, tick: u64) {
             }
         }
     }
+    engine.ensure_repl_stream();
     notify_fed(shared, &mut engine);
 }
