@@ -117,7 +117,7 @@ fn keys(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let out = db
         .keys()
         .filter(|k| all || crate::glob::matches(pattern, k, false))
-        .map(|k| Reply::Bulk(k.clone()))
+        .map(|k| Reply::Bulk(Bytes::copy_from_slice(k)))
         .collect();
     Ok(Reply::Array(out))
 }

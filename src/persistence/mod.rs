@@ -523,7 +523,7 @@ mod tests {
             .enumerate()
             .flat_map(|(i, d)| {
                 d.entries()
-                    .map(move |(k, v, e)| (i, k.clone(), v.clone(), e))
+                    .map(move |(k, v, e)| (i, Bytes::copy_from_slice(k), v.clone(), e))
             })
             .collect();
         v.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));

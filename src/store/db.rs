@@ -21,6 +21,14 @@
 //! not itself propagated. Keys deleted by expiry are instead recorded in `expired_log` while
 //! `log_expired` is on (someone consumes the write stream), to be propagated as `DEL`.
 //!
+//! Memory per key (issue 15). The main map is the dominant cost for millions of small keys: each
+//! slot is paid roughly twice (hashbrown grows by doubling at 7/8 load, so 1M keys sit in 2M
+//! buckets). A slot is a [`Key`] (16 bytes: one exact-size allocation) plus a [`Value`] (24 bytes);
+//! with `Bytes` keys it was 32 + 24. The `OBJECT ENCODING` override lives in the key's allocation
+//! (one byte before the key bytes) instead of a side map: every PFADD-created HLL is `raw` in Redis,
+//! so the side map held an entry (slot + a shared `Bytes` header) for every HLL. Rare per-key fields
+//! that stay beside the map: expiry (only keys with a TTL) and WATCH versions (only watched keys).
+//!
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
 use std::collections::{BTreeSet, HashMap};
@@ -43,6 +51,74 @@ fn own_key(key: Bytes) -> Bytes {
     Bytes::copy_from_slice(&key)
 }
 
+/// A key in the main map: one exact-size allocation holding the encoding-override byte, then the
+/// key bytes. 16 bytes in the slot (a `Bytes` is 32). Hashes, compares and borrows as its key bytes
+/// only, so lookups by `&[u8]` work and the override byte never affects identity.
+#[derive(Clone)]
+pub struct Key(Box<[u8]>);
+
+/// Encoding-override codes kept in a [`Key`]'s first byte.
+const ENC_NONE: u8 = 0;
+const ENCODINGS: [&str; 3] = ["raw", "embstr", "int"];
+
+fn enc_code(e: Option<&'static str>) -> u8 {
+    match e {
+        None => ENC_NONE,
+        Some(e) => ENCODINGS
+            .iter()
+            .position(|x| *x == e)
+            .map(|i| i as u8 + 1)
+            .unwrap_or(ENC_NONE),
+    }
+}
+
+impl Key {
+    fn new(key: &[u8], enc: u8) -> Key {
+        let mut v = Vec::with_capacity(key.len() + 1);
+        v.push(enc);
+        v.extend_from_slice(key);
+        Key(v.into_boxed_slice())
+    }
+
+    /// The key bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0[1..]
+    }
+
+    fn encoding(&self) -> Option<&'static str> {
+        match self.0[0] {
+            ENC_NONE => None,
+            c => ENCODINGS.get(c as usize - 1).copied(),
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.bytes().hash(h)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", Bytes::copy_from_slice(self.bytes()))
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct Watch {
     version: u64,
@@ -52,16 +128,16 @@ struct Watch {
 /// One database (`SELECT n`).
 #[derive(Debug, Default)]
 pub struct Db {
-    map: KeyMap<Value>,
+    map: HashMap<Key, Value, ahash::RandomState>,
     expires: KeyMap<u64>,
     expire_queue: BTreeSet<(u64, Bytes)>,
     watched: KeyMap<Watch>,
-    /// Strings whose Redis encoding is not the one their bytes suggest (`OBJECT ENCODING`): Redis
-    /// turns a string modified in place (APPEND, SETRANGE, PFADD...) into `raw` however short, and
-    /// INCRBYFLOAT stores `embstr` even for "3". Empty unless such strings exist; dropped whenever
-    /// the key's value is replaced or removed (and not saved: a reload re-derives encodings, as in
-    /// Redis).
-    encodings: KeyMap<&'static str>,
+    /// Strings whose Redis encoding is not the one their bytes suggest (`OBJECT ENCODING`) carry an
+    /// override in their [`Key`]: Redis turns a string modified in place (APPEND, SETRANGE,
+    /// PFADD...) into `raw` however short, and INCRBYFLOAT stores `embstr` even for "3". Dropped
+    /// whenever the key's value is replaced (and not saved: a reload re-derives encodings, as in
+    /// Redis). This counts the keys that carry one.
+    overrides: usize,
     /// The clock used for expiry decisions (unix ms), set before each command.
     pub now_ms: u64,
     /// Modifications since the last successful save.
@@ -191,9 +267,8 @@ impl Db {
     /// Redis unshares a string before writing into it: OBJECT ENCODING then says `raw`.
     fn mark_raw_if_string(&mut self, key: &[u8]) {
         if let Some((k, Value::Str(_))) = self.map.get_key_value(key) {
-            if self.encodings.get(key) != Some(&"raw") {
-                let k = k.clone();
-                self.encodings.insert(k, "raw");
+            if k.encoding() != Some("raw") {
+                self.set_encoding_override(key, Some("raw"));
             }
         }
     }
@@ -211,32 +286,41 @@ impl Db {
 
     /// Stores `value` under `key`, dropping any TTL (as SET does).
     pub fn insert(&mut self, key: Bytes, value: Value) {
-        let key = own_key(key);
         self.clear_expire(&key);
         self.touch(&key);
-        self.forget_encoding(&key);
-        self.map.insert(key, value);
+        self.put(&key, value);
+    }
+
+    /// Stores `value` under `key` with no encoding override (replacing the key drops it).
+    fn put(&mut self, key: &[u8], value: Value) {
+        match self.map.get_mut(key) {
+            Some(slot) => {
+                *slot = value;
+                self.forget_encoding(key);
+            }
+            None => {
+                self.map.insert(Key::new(key, ENC_NONE), value);
+            }
+        }
     }
 
     /// Stores `value` under `key`, keeping an existing TTL (SET KEEPTTL, SETRANGE, APPEND...).
     pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
-        let key = own_key(key);
         self.expire_if_due(&key);
         self.touch(&key);
-        self.forget_encoding(&key);
-        self.map.insert(key, value);
+        self.put(&key, value);
     }
 
     /// Removes a key and its TTL. Returns the value if the key existed (expired keys included: the
     /// caller asked for deletion, and the expired value is simply reclaimed).
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
-        let v = self.map.remove(key);
-        if v.is_some() {
-            self.clear_expire(key);
-            self.touch(key);
-            self.forget_encoding(key);
+        let (k, v) = self.map.remove_entry(key)?;
+        if k.encoding().is_some() {
+            self.overrides -= 1;
         }
-        v
+        self.clear_expire(key);
+        self.touch(key);
+        Some(v)
     }
 
     /// Deletes a key whose deadline passed, recording it for propagation.
@@ -252,26 +336,35 @@ impl Db {
     }
 
     fn forget_encoding(&mut self, key: &[u8]) {
-        if !self.encodings.is_empty() {
-            self.encodings.remove(key);
+        if self.overrides != 0 {
+            self.set_encoding_override(key, None);
         }
     }
 
     /// The encoding Redis would report for the string at `key` when it differs from the one its bytes
-    /// suggest (see `encodings`).
+    /// suggest (see `overrides`).
     pub fn encoding_override(&self, key: &[u8]) -> Option<&'static str> {
-        self.encodings.get(key).copied()
+        self.map.get_key_value(key).and_then(|(k, _)| k.encoding())
     }
 
-    /// Records (or with None, drops) an encoding override for an existing key.
+    /// Records (or with None, drops) an encoding override for an existing key. A change re-keys the
+    /// entry (the override byte is part of the key's allocation); rare, and never on a hot path once
+    /// a string is `raw`.
     pub fn set_encoding_override(&mut self, key: &[u8], encoding: Option<&'static str>) {
-        match encoding {
-            None => self.forget_encoding(key),
-            Some(e) => {
-                if let Some((k, _)) = self.map.get_key_value(key) {
-                    let k = k.clone();
-                    self.encodings.insert(k, e);
-                }
+        let code = enc_code(encoding);
+        let Some((k, _)) = self.map.get_key_value(key) else {
+            return;
+        };
+        let old = k.0[0];
+        if old == code {
+            return;
+        }
+        if let Some((_, v)) = self.map.remove_entry(key) {
+            self.map.insert(Key::new(key, code), v);
+            match (old == ENC_NONE, code == ENC_NONE) {
+                (true, false) => self.overrides += 1,
+                (false, true) => self.overrides -= 1,
+                _ => {}
             }
         }
     }
@@ -300,10 +393,10 @@ impl Db {
     /// Sets the absolute expiry of an existing key. A time in the past deletes the key (Redis does
     /// the same for EXPIRE with a past time), returning false in that case.
     pub fn set_expire(&mut self, key: &[u8], when_ms: u64) -> bool {
-        let Some((k, _)) = self.map.get_key_value(key) else {
+        if !self.map.contains_key(key) {
             return false;
-        };
-        let k = k.clone();
+        }
+        let k = Bytes::copy_from_slice(key);
         self.clear_expire(key);
         self.expires.insert(k.clone(), when_ms);
         self.expire_queue.insert((when_ms, k));
@@ -344,7 +437,7 @@ impl Db {
         let existed: Vec<Bytes> = self
             .watched
             .keys()
-            .filter(|k| self.map.contains_key(*k))
+            .filter(|k| self.map.contains_key(&k[..]))
             .cloned()
             .collect();
         self.dirty += self.map.len() as u64;
@@ -352,7 +445,7 @@ impl Db {
         self.map.clear();
         self.expires.clear();
         self.expire_queue.clear();
-        self.encodings.clear();
+        self.overrides = 0;
         for k in existed {
             if let Some(w) = self.watched.get_mut(&k) {
                 w.version += 1;
@@ -361,8 +454,8 @@ impl Db {
     }
 
     /// Live keys (expired ones skipped), in no particular order.
-    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
-        self.map.keys().filter(|k| !self.is_due(k))
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.map.keys().map(Key::bytes).filter(|k| !self.is_due(k))
     }
 
     /// One SCAN step. The cursor is a position in a fixed hash order: each call returns the live keys
@@ -372,17 +465,17 @@ impl Db {
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
         let count = count.max(1);
         let mut picked: std::collections::BinaryHeap<(u64, Bytes)> = Default::default();
-        for k in self.map.keys() {
+        for k in self.map.keys().map(Key::bytes) {
             let h = scan_hash(k);
             if h < cursor || self.is_due(k) {
                 continue;
             }
             if picked.len() < count {
-                picked.push((h, k.clone()));
+                picked.push((h, Bytes::copy_from_slice(k)));
             } else if let Some(top) = picked.peek() {
                 if h < top.0 {
                     picked.pop();
-                    picked.push((h, k.clone()));
+                    picked.push((h, Bytes::copy_from_slice(k)));
                 }
             }
         }
@@ -407,12 +500,12 @@ impl Db {
                 return None;
             }
             let i = (seed as usize) % self.map.len();
-            let k = self.map.keys().nth(i)?.clone();
+            let k = Bytes::copy_from_slice(self.map.keys().nth(i)?.bytes());
             if !self.expire_if_due(&k) {
                 return Some(k);
             }
         }
-        self.keys().next().cloned()
+        self.keys().next().map(Bytes::copy_from_slice)
     }
 
     // --- WATCH ---------------------------------------------------------------------------------
@@ -446,26 +539,31 @@ impl Db {
     pub fn snapshot(&self) -> DbSnapshot {
         let mut entries = Vec::with_capacity(self.map.len());
         for (k, v) in &self.map {
-            if self.is_due(k) {
+            if self.is_due(k.bytes()) {
                 continue;
             }
-            entries.push((k.clone(), v.snapshot(), self.expires.get(k).copied()));
+            entries.push((
+                Bytes::copy_from_slice(k.bytes()),
+                v.snapshot(),
+                self.expires.get(k.bytes()).copied(),
+            ));
         }
         DbSnapshot { entries }
     }
 
     /// Live entries with their expiry, in no particular order (snapshot writers walk this under
     /// the lock instead of cloning).
-    pub fn entries(&self) -> impl Iterator<Item = (&Bytes, &Value, Option<u64>)> {
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
         self.map
             .iter()
+            .map(|(k, v)| (k.bytes(), v))
             .filter(|(k, _)| !self.is_due(k))
             .map(|(k, v)| (k, v, self.expires.get(k).copied()))
     }
 
-    /// Sum of the values' memory usage, for INFO.
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Value)> {
-        self.map.iter()
+    /// Every entry, due ones included (INFO walks).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Value)> {
+        self.map.iter().map(|(k, v)| (k.bytes(), v))
     }
 
     /// Mean remaining TTL in ms of the keys with a TTL (INFO keyspace `avg_ttl`).
@@ -590,6 +688,38 @@ mod tests {
             cursor = next;
         }
         assert_eq!(seen.len(), 1000);
+    }
+
+    #[test]
+    fn encoding_override_lives_in_the_key_and_is_dropped_on_replace() {
+        let mut db = db_at(0);
+        let k = Bytes::from("h");
+        db.insert(k.clone(), Value::Str(b"abc".to_vec()));
+        assert_eq!(db.encoding_override(b"h"), None);
+        db.set_encoding_override(b"h", Some("raw"));
+        assert_eq!(db.encoding_override(b"h"), Some("raw"));
+        // Identity ignores the override byte: the key is still found and still one key.
+        assert_eq!(
+            db.lookup(b"h").and_then(Value::as_str),
+            Some(&b"abc".to_vec())
+        );
+        assert_eq!(db.len(), 1);
+        db.set_encoding_override(b"h", Some("embstr"));
+        assert_eq!(db.encoding_override(b"h"), Some("embstr"));
+        db.insert(k.clone(), Value::Str(b"x".to_vec()));
+        assert_eq!(db.encoding_override(b"h"), None);
+        db.lookup_mut_unsignalled(b"h");
+        assert_eq!(db.encoding_override(b"h"), Some("raw"));
+        assert!(db.delete(b"h"));
+        assert_eq!(db.overrides, 0);
+        assert_eq!(db.encoding_override(b"h"), None);
+    }
+
+    #[test]
+    fn main_map_slot_is_small() {
+        // The slot is what a million keys pay twice over (see the module docs).
+        assert_eq!(std::mem::size_of::<Key>(), 16);
+        assert_eq!(std::mem::size_of::<Value>(), 24);
     }
 
     #[test]

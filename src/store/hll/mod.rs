@@ -251,7 +251,10 @@ pub fn validate(v: &[u8]) -> Result<Encoding, HllError> {
 /// A new, empty HLL: sparse, one XZERO over all registers, cache valid at 0 (18 bytes).
 /// The PFADD or PFMERGE that creates a key sets the invalid bit afterwards.
 pub fn new_sparse() -> Vec<u8> {
-    let mut v = Vec::with_capacity(64);
+    // 32 bytes hold the header, the runs and a handful of registers (a 48-byte malloc chunk; 64
+    // cost an 80-byte chunk, per key, for the many tiny HLLs of per-page counting). Larger ones
+    // grow by doubling as any Vec.
+    let mut v = Vec::with_capacity(32);
     v.extend_from_slice(MAGIC);
     v.extend_from_slice(&[ENC_SPARSE, 0, 0, 0]);
     v.extend_from_slice(&[0; 8]);

@@ -1,0 +1,191 @@
+//! In-process scaling bench (issue 15): N threads execute pre-parsed, pipelined batches against one
+//! engine, with no sockets, and report the throughput and the time spent under the keyspace lock.
+//!
+//! ```text
+//! cargo run --release --example bench_scaling -- [ops_per_thread] [threads,...] [batch]
+//! ```
+//!
+//! Each thread is one client (its own `ClientState`) with its own keys, so the only thing threads
+//! share is the `Mutex<Engine>` — exactly what the connection loop shares. A batch is taken the
+//! way `server::connection` takes one: lock once, dispatch and encode every request, unlock.
+//! Printed per command and thread count:
+//! - ops/s of all threads together (wall clock);
+//! - ns under the lock per command (lock held, measured per batch around dispatch + encode, divided
+//!   by the batch size): the serial part — with one lock, the engine can never exceed 1e9 / this
+//!   many commands per second, however many cores;
+//! - ns waiting for the lock per command (contention).
+//!
+//! Defaults: 200k ops per thread, threads 1,2, batch 16 (redis-benchmark -P 16).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use hyperbloom::commands::{self, ClientState};
+use hyperbloom::config::Config;
+use hyperbloom::engine::{ClientHandle, Shared};
+
+type Gen = fn(t: usize, i: usize) -> Vec<String>;
+
+const TESTS: &[(&str, Gen)] = &[
+    ("PING", |_, _| vec!["PING".into()]),
+    ("SET", |t, i| {
+        vec!["SET".into(), format!("key:{t}:{i}"), "xxx".into()]
+    }),
+    ("GET", |t, i| {
+        vec!["GET".into(), format!("key:{t}:{}", i % 100_000)]
+    }),
+    ("INCR", |t, i| {
+        vec!["INCR".into(), format!("ctr:{t}:{}", i % 1000)]
+    }),
+    ("BF.ADD", |t, i| {
+        vec!["BF.ADD".into(), format!("bf:{t}"), i.to_string()]
+    }),
+    ("BF.EXISTS", |t, i| {
+        vec!["BF.EXISTS".into(), format!("bf:{t}"), i.to_string()]
+    }),
+    ("CF.ADD", |t, i| {
+        vec!["CF.ADD".into(), format!("cf:{t}"), i.to_string()]
+    }),
+    ("CF.EXISTS", |t, i| {
+        vec!["CF.EXISTS".into(), format!("cf:{t}"), i.to_string()]
+    }),
+    ("PFADD", |t, i| {
+        vec!["PFADD".into(), format!("hll:{t}"), i.to_string()]
+    }),
+    ("PFCOUNT", |t, _| vec!["PFCOUNT".into(), format!("hll:{t}")]),
+];
+
+fn client(id: u64) -> ClientState {
+    let addr: SocketAddr = "127.0.0.1:1".parse().expect("literal address");
+    ClientState::new(Arc::new(ClientHandle::new(id, addr, addr)), true)
+}
+
+fn run_one(shared: &Arc<Shared>, argv: Vec<Bytes>) {
+    let mut c = client(0);
+    let mut engine = shared.engine();
+    commands::dispatch(shared, &mut engine, &mut c, &argv, commands::now_ms());
+}
+
+struct Outcome {
+    ops: usize,
+    held: Duration,
+    waited: Duration,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let ops: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let threads: Vec<usize> = args
+        .next()
+        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2]);
+    let batch: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16)
+        .max(1);
+    println!(
+        "in-process, {ops} ops per thread, batch {batch}, {} cores, load average {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split(' ').next().map(str::to_string))
+            .unwrap_or_default()
+    );
+    println!("| command | threads | ops/s | ns under lock / cmd | ns waiting / cmd | max ops/s under one lock |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, gen) in TESTS {
+        for &n in &threads {
+            let shared = Shared::new(Config::default(), commands::table().len());
+            for t in 0..n {
+                let words = |w: &[&str]| {
+                    w.iter()
+                        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                        .collect()
+                };
+                run_one(
+                    &shared,
+                    words(&["BF.RESERVE", &format!("bf:{t}"), "0.01", "10000000"]),
+                );
+                run_one(
+                    &shared,
+                    words(&["CF.RESERVE", &format!("cf:{t}"), "4000000"]),
+                );
+                // GET reads keys that exist.
+                if *name == "GET" {
+                    for i in 0..100_000 {
+                        run_one(&shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
+                    }
+                }
+            }
+            // Pre-parsed requests, built before the clock starts.
+            let work: Vec<Vec<Vec<Bytes>>> = (0..n)
+                .map(|t| {
+                    (0..ops)
+                        .map(|i| gen(t, i).into_iter().map(Bytes::from).collect())
+                        .collect()
+                })
+                .collect();
+            let barrier = Arc::new(Barrier::new(n + 1));
+            let handles: Vec<_> = work
+                .into_iter()
+                .enumerate()
+                .map(|(t, reqs)| {
+                    let shared = shared.clone();
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        let mut c = client(t as u64 + 1);
+                        let mut out = BytesMut::with_capacity(64 * 1024);
+                        let mut held = Duration::ZERO;
+                        let mut waited = Duration::ZERO;
+                        barrier.wait();
+                        for chunk in reqs.chunks(batch) {
+                            let t0 = Instant::now();
+                            let mut engine = shared.engine();
+                            let t1 = Instant::now();
+                            let now = commands::now_ms();
+                            for argv in chunk {
+                                let reply =
+                                    commands::dispatch(&shared, &mut engine, &mut c, argv, now);
+                                reply.encode(2, &mut out);
+                            }
+                            let t2 = Instant::now();
+                            drop(engine);
+                            held += t2 - t1;
+                            waited += t1 - t0;
+                            if out.len() > 32 * 1024 {
+                                out.clear();
+                            }
+                        }
+                        Outcome {
+                            ops: reqs.len(),
+                            held,
+                            waited,
+                        }
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let started = Instant::now();
+            let outcomes: Vec<Outcome> = handles
+                .into_iter()
+                .map(|h| h.join().expect("bench thread"))
+                .collect();
+            let wall = started.elapsed().as_secs_f64();
+            let total: usize = outcomes.iter().map(|o| o.ops).sum();
+            let held: f64 =
+                outcomes.iter().map(|o| o.held.as_secs_f64()).sum::<f64>() * 1e9 / total as f64;
+            let waited: f64 =
+                outcomes.iter().map(|o| o.waited.as_secs_f64()).sum::<f64>() * 1e9 / total as f64;
+            println!(
+                "| {name} | {n} | {:.0} | {held:.0} | {waited:.0} | {:.0} |",
+                total as f64 / wall,
+                1e9 / held
+            );
+        }
+    }
+}
