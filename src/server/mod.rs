@@ -17,6 +17,32 @@
 //! above Redis's; pinning the server to one core (`taskset -c 0`) or two gave the same throughput
 //! within the noise of the shared machine, i.e. the lock is not what limits it there. Revisit with
 //! per-key-range shards if profiles on bigger machines show lock contention.
+//!
+//! Across cores, measured (issue 15): `examples/bench_scaling.rs` runs N threads, each a client with
+//! its own keys, executing pre-parsed batches of 16 against one `Mutex<Engine>` exactly as the
+//! connection loop does (lock, dispatch + encode the batch, unlock), no sockets. On the shared 2-core
+//! box at load average ~18 (`cargo run --release --example bench_scaling -- 100000 1,2 16`), ops/s
+//! with 2 threads over 1 thread: PING 0.90, SET 1.18, GET 1.04, INCR 1.29, BF.ADD 1.40, BF.EXISTS
+//! 1.73, CF.ADD 1.40, CF.EXISTS 0.92, PFADD 1.03, PFCOUNT 1.13. In-process the whole command runs
+//! under the lock, so this is the serial part itself: one lock allows at most 1e9 / (ns held per
+//! command) commands/s whatever the core count (the bench prints that ceiling; on the loaded box
+//! 140k/s for SET, 590k/s for BF.EXISTS, 1.4M/s for PING — inflated by preemption while holding
+//! the lock, so re-measure on an idle machine). Note that reply encoding is also under the lock
+//! today (`connection.rs` encodes inside the batch); moving it out shortens the critical section.
+//!
+//! Projection. With c_in = CPU per command under the lock and c_out = CPU per command outside it
+//! (parse, syscalls, TCP — PING's server CPU per request pinned, ≈0.5 µs at -P 16), one lock gives
+//! throughput(N) = min(N / (c_in + c_out), 1 / c_in). With the loaded-box c_in above, 8, 16 and 64
+//! cores all sit at the single-lock ceiling (≈1.2–1.7× one core at best, as the 2-thread runs show);
+//! even at an idle-box c_in of ~0.3 µs for SET, the ceiling is ~3M/s, reached by ~4 cores, so 16 and
+//! 64 cores buy nothing. A keyspace sharded by key hash (S shards, one lock each, multi-key commands
+//! and EXEC locking their shards in index order, and a global atomic sequence number taken while the
+//! shards are held to keep one total order for the AOF/replication stream) gives
+//! min(N / (c_in + c_out), S / c_in): with S ≥ 4N the ceiling moves past 64 cores. Thread-per-core
+//! (shared-nothing, Dragonfly) removes the lock too but makes MULTI/EXEC and multi-key commands
+//! message passing; sharded locks keep today's atomicity with the least change. Choice: single lock
+//! now (this box has 2 cores and the client takes one), sharded keyspace as the next step when a
+//! bigger machine is the target. Not implemented in issue 15.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
