@@ -223,6 +223,8 @@ const PROBES: &[&[&str]] = &[
 ];
 
 fn fill(c: &mut RawConn) {
+    // The listener accepts while the AOF still loads (-LOADING meanwhile).
+    wait_loaded(c);
     for cmd in [
         &["SET", "s1", "v1"][..],
         &["SET", "s2", "v2", "EX", "5000"],
