@@ -5,7 +5,7 @@
 #
 # It works on a fresh Debian machine with a Rust toolchain: what the tests need and is missing is
 # installed quietly and idempotently (redis-server and redis-tools through apt when redis-server or
-# redis-cli is absent, postgresql when no initdb is found; a Python venv with redis-py, psycopg and
+# redis-cli is absent, redis-sentinel when it is absent, postgresql when no initdb is found; a Python venv with redis-py, psycopg and
 # pytest under the cargo target directory).
 #
 # Usage: scripts/test.sh [--no-compat] [--only-compat] [-- extra pytest args]
@@ -46,6 +46,8 @@ if [[ $run_compat == 1 ]]; then
         || missing+=(redis-server)
     { command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; } \
         || missing+=(redis-tools)
+    # tests/compat/test_sentinel.py: a real Sentinel fails over hyperbloom.
+    command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     # The PostgreSQL example (examples/postgres_prefilter) creates its own throwaway cluster.
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)

@@ -418,7 +418,40 @@ pub fn dispatch(
     if let Reply::Error(e) = &reply {
         *engine.error_stats.entry(e.code()).or_insert(0) += 1;
     }
+    // `loglevel debug` logs every command with the client's id and name: the MONITOR-free way
+    // to see what a tool such as Sentinel sends (the arguments are only formatted when enabled).
+    tracing::debug!(
+        "command id={} name={} argv={}",
+        client.handle.id,
+        client_name(client),
+        show_argv(argv)
+    );
     reply
+}
+
+fn client_name(client: &ClientState) -> String {
+    match client.handle.name.lock() {
+        Ok(n) => n
+            .as_ref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The first arguments of a command, each cut at 64 bytes, for the debug log.
+fn show_argv(argv: &[Bytes]) -> String {
+    let mut out = String::new();
+    for (i, a) in argv.iter().take(8).enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&String::from_utf8_lossy(&a[..a.len().min(64)]));
+    }
+    if argv.len() > 8 {
+        out.push_str(" ...");
+    }
+    out
 }
 
 fn dispatch_inner(
