@@ -18,7 +18,7 @@
 //!    [`store::topk`]: Top-K (HeavyKeeper) sketches; [`store::murmur`]: the MurmurHash2 family).
 //! 7. The bottom, importing nothing above it: [`protocol`] (the request parser and the RESP2/RESP3
 //!    reply encoder), [`config`] (the redis.conf-style configuration shared by the file and the
-//!    `--flags`), [`error`] (every client-visible error string as a named constant), [`glob`]
+//!    `--flags`), [`error`] (every client-visible error string as a named constant), [`events`] (the keyspace-event classes), [`glob`]
 //!    (Redis's pattern matching: KEYS, SCAN, pub/sub patterns), [`numeric`] (Redis's integer and
 //!    float parsing and formatting) and [`limits`] (argument bounds shared by
 //!    the configuration and the commands).
@@ -26,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod glob;
 pub mod limits;
 pub mod numeric;

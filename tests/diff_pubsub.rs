@@ -74,6 +74,12 @@ impl Session {
     /// Runs one step: `argv` on connection `who`, then synchronises every connection. Returns
     /// each connection's output for the step.
     fn step(&mut self, who: usize, argv: &[&str]) -> Vec<Vec<u8>> {
+        if argv[0] == "__wait_ms" {
+            // Lets a PX deadline pass (the clock, not readiness: both servers see the same wait).
+            let ms = argv[1].parse().unwrap_or(0);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            return vec![Vec::new(); self.conns.len()];
+        }
         self.conns[who].send(&argv.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
         let mut outputs = Vec::new();
         // The acting connection first, so its reply is complete before others are synchronised.
@@ -291,4 +297,88 @@ fn resp3_pushes_and_self_delivery() {
         ],
         2,
     );
+}
+
+#[test]
+fn keyspace_notifications_for_core_commands() {
+    let mut script: Vec<(usize, &[&str])> = vec![
+        (0, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
+        (0, &["CONFIG", "GET", "notify-keyspace-events"]),
+        (0, &["CONFIG", "SET", "notify-keyspace-events", "Kq"]),
+        (1, &["PSUBSCRIBE", "__key*__:*"]),
+        (0, &["SET", "k", "v"]),
+        (0, &["SET", "k", "v2", "EX", "100"]),
+        (0, &["SET", "k", "v3", "NX"]),
+        (0, &["SET", "k", "v3", "XX", "GET"]),
+        (0, &["SETNX", "n", "1"]),
+        (0, &["SETEX", "s", "100", "x"]),
+        (0, &["PSETEX", "s", "100000", "x"]),
+        (0, &["GETSET", "s", "y"]),
+        (0, &["MSET", "a", "1", "b", "2"]),
+        (0, &["MSETNX", "a", "1", "c", "2"]),
+        (0, &["MSETNX", "c", "1", "d", "2"]),
+        (0, &["INCR", "a"]),
+        (0, &["INCRBY", "new", "5"]),
+        (0, &["DECR", "a"]),
+        (0, &["INCRBYFLOAT", "a", "1.5"]),
+        (0, &["INCR", "k"]),
+        (0, &["APPEND", "b", "x"]),
+        (0, &["APPEND", "app", "x"]),
+        (0, &["SETRANGE", "b", "5", "y"]),
+        (0, &["SETRANGE", "sr", "2", "y"]),
+        (0, &["EXPIRE", "b", "100"]),
+        (0, &["EXPIRE", "nokey", "100"]),
+        (0, &["PEXPIRE", "b", "100000", "NX"]),
+        (0, &["PERSIST", "b"]),
+        (0, &["PERSIST", "b"]),
+        (0, &["EXPIREAT", "c", "1"]),
+        (0, &["RENAME", "a", "a2"]),
+        (0, &["RENAME", "a2", "b"]),
+        (0, &["RENAMENX", "b", "d"]),
+        (0, &["COPY", "b", "b3"]),
+        (0, &["MOVE", "b3", "1"]),
+        (0, &["GETDEL", "d"]),
+        (0, &["GETEX", "b", "EX", "100"]),
+        (0, &["GETEX", "b", "PERSIST"]),
+        (0, &["DEL", "b", "nokey", "n"]),
+        (0, &["UNLINK", "s"]),
+        (0, &["PFADD", "h", "a", "b"]),
+        (0, &["PFADD", "h", "a"]),
+        (0, &["PFADD", "h", "c"]),
+        (0, &["PFMERGE", "h2", "h"]),
+        (0, &["PFCOUNT", "h", "h2"]),
+        (0, &["SET", "e", "v", "PX", "1"]),
+        (0, &["__wait_ms", "30"]),
+        (0, &["GET", "e"]),
+        (0, &["SET", "e", "v", "PX", "1"]),
+        (0, &["__wait_ms", "30"]),
+        (0, &["SET", "e", "again"]),
+        (0, &["FLUSHALL"]),
+        (0, &["CONFIG", "SET", "notify-keyspace-events", "Em"]),
+        (0, &["GET", "missing"]),
+        (0, &["MGET", "missing", "m2"]),
+        (0, &["EXISTS", "missing"]),
+        (0, &["SET", "missing", "1"]),
+        (0, &["INCR", "missing2"]),
+        (0, &["CONFIG", "SET", "notify-keyspace-events", "Kn$"]),
+        (0, &["SET", "fresh", "1"]),
+        (0, &["SET", "fresh", "2"]),
+        (0, &["CONFIG", "GET", "notify-keyspace-events"]),
+        (0, &["SELECT", "3"]),
+        (0, &["SET", "indb3", "1"]),
+        (0, &["CONFIG", "SET", "notify-keyspace-events", ""]),
+        (0, &["SET", "quiet", "1"]),
+    ];
+    // RESP3: the same events reach a RESP3 subscriber as push frames, including its own writes.
+    script.extend_from_slice(&[
+        (2, &["HELLO", "3"]),
+        (2, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
+        (2, &["SUBSCRIBE", "__keyevent@0__:set"]),
+        (2, &["SET", "own", "1"]),
+        (2, &["MULTI"]),
+        (2, &["SET", "own", "2"]),
+        (2, &["DEL", "own"]),
+        (2, &["EXEC"]),
+    ]);
+    run(&script, 3);
 }

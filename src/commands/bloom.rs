@@ -100,8 +100,11 @@ enum KeyState {
     WrongType,
 }
 
+/// The key's state for a command that writes it: a miss raises no `keymiss` event, as RedisBloom
+/// opens such keys READ|WRITE (`lookupKeyWrite`); read-only opens (BF.EXISTS, BF.INFO...) use
+/// `Db::lookup`, which does.
 fn key_state(db: &mut Db, key: &[u8]) -> KeyState {
-    match db.lookup(key) {
+    match db.lookup_quiet(key) {
         None => KeyState::Missing,
         Some(Value::Bloom(_)) => KeyState::Bloom,
         Some(_) => KeyState::WrongType,

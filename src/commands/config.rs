@@ -89,6 +89,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.shared
         .maxmemory
         .store(updated.maxmemory, Ordering::Relaxed);
+    ctx.store.set_notify_flags(updated.notify_keyspace_events);
     // A new password does not log out connected clients, as in Redis.
     ctx.shared.replace_config(updated);
     Ok(Reply::ok())

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
+use crate::events;
 use crate::protocol::Reply;
 use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
 use crate::store::Value;
@@ -112,7 +113,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let elements = argv[2..].iter().map(|e| &e[..]);
     let db = ctx.db();
-    match db.lookup(key) {
+    match db.lookup_quiet(key) {
         None => {
             let mut v = hll::new_sparse();
             // A fresh value cannot be corrupt; keep whatever it holds either way.
@@ -121,6 +122,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             // Redis creates HLLs as raw strings, whatever their length.
             db.lookup_mut_unsignalled(key);
             r.map_err(hll_error)?;
+            db.notify(events::STRING, "pfadd", key);
             return Ok(Reply::Int(1));
         }
         Some(v) => {
@@ -132,6 +134,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let updated = hll::pfadd(v, elements, false, max_bytes).map_err(hll_error)?;
     if updated {
         ctx.db().signal_modified(key);
+        ctx.notify(events::STRING, "pfadd", key);
     }
     Ok(Reply::Int(updated as i64))
 }
@@ -178,12 +181,13 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     let dest = &argv[1];
-    if db.lookup(dest).is_none() {
+    if db.lookup_quiet(dest).is_none() {
         db.insert(dest.clone(), Value::Str(hll::new_sparse()));
     }
     let v = hll_mut(ctx, dest)?;
     hll::merge_apply(v, &max, any_dense, max_bytes).map_err(hll_error)?;
     ctx.db().signal_modified(dest);
+    ctx.notify(events::STRING, "pfadd", dest);
     Ok(Reply::ok())
 }
 

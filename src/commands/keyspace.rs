@@ -30,6 +30,7 @@ use super::strings::{cstr, invalid_expire, is_opt};
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
+use crate::events;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::Value;
@@ -88,9 +89,14 @@ const OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
 /// `DEL key [key ...]` / `UNLINK` → the number of keys removed.
 fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
-    Ok(Reply::Int(
-        argv[1..].iter().filter(|k| db.delete(k)).count() as i64,
-    ))
+    let mut n = 0;
+    for k in &argv[1..] {
+        if db.delete(k) {
+            db.notify(events::GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    Ok(Reply::Int(n))
 }
 
 /// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).
@@ -210,7 +216,7 @@ fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     let (src, dst) = (&argv[1], &argv[2]);
     let db = ctx.db();
-    if !db.contains(src) {
+    if db.lookup_quiet(src).is_none() {
         return Err(CmdError::Static(error::NO_SUCH_KEY));
     }
     if src == dst {
@@ -218,7 +224,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     }
     let expire = db.expire_at(src);
     let encoding = db.encoding_override(src);
-    if db.contains(dst) {
+    if db.lookup_quiet(dst).is_some() {
         if nx {
             return Ok(Reply::Int(0));
         }
@@ -232,6 +238,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if let Some(when) = expire {
         db.set_expire(dst, when);
     }
+    db.notify(events::GENERIC, "rename_from", src);
+    db.notify(events::GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
@@ -290,7 +298,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // `dupStringObject` keeps the encoding.
     let encoding = db.encoding_override(key);
     let dst = ctx.db_at(dst_db);
-    if !replace && dst.contains(newkey) {
+    if !replace && dst.lookup_quiet(newkey).is_some() {
         return Ok(Reply::Int(0));
     }
     // RedisBloom registers no copy callback for t-digests.
@@ -303,6 +311,7 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(when) = expire {
         dst.set_expire(newkey, when);
     }
+    dst.notify(events::GENERIC, "copy_to", newkey);
     Ok(Reply::Int(1))
 }
 
@@ -315,12 +324,12 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::Static(error::SAME_OBJECT));
     }
     let db = ctx.db();
-    if !db.contains(key) {
+    if db.lookup_quiet(key).is_none() {
         return Ok(Reply::Int(0));
     }
     let expire = db.expire_at(key);
     let encoding = db.encoding_override(key);
-    if ctx.db_at(target).contains(key) {
+    if ctx.db_at(target).lookup_quiet(key).is_some() {
         return Ok(Reply::Int(0));
     }
     let Some(value) = ctx.db().remove(key) else {
@@ -332,6 +341,8 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if let Some(when) = expire {
         dst.set_expire(key, when);
     }
+    ctx.db_at(source).notify(events::GENERIC, "move_from", key);
+    ctx.db_at(target).notify(events::GENERIC, "move_to", key);
     Ok(Reply::Int(1))
 }
 
@@ -401,7 +412,7 @@ fn expire_generic(
     when += base;
     let key = &argv[1];
     let db = ctx.db();
-    if !db.contains(key) {
+    if db.lookup_quiet(key).is_none() {
         return Ok(Reply::Int(0));
     }
     let current = db.expire_at(key).map_or(-1, |w| w as i64);
@@ -414,9 +425,11 @@ fn expire_generic(
     }
     if when <= now {
         db.remove(key);
+        db.notify(events::GENERIC, "del", key);
         ctx.propagate_as(vec![Bytes::from_static(b"DEL"), key.clone()]);
     } else {
         db.set_expire(key, when as u64);
+        db.notify(events::GENERIC, "expire", key);
         // Redis 7.0 writes `PEXPIREAT key ms [flags]`: the name and the time rewritten, the flags
         // kept; PEXPIREAT itself verbatim.
         if ctx.propagating() && name != "pexpireat" {
@@ -492,7 +505,12 @@ fn pexpiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `PERSIST key` → 1 if a TTL was removed, else 0.
 fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(ctx.db().persist(&argv[1]) as i64))
+    let db = ctx.db();
+    let done = db.persist(&argv[1]);
+    if done {
+        db.notify(events::GENERIC, "persist", &argv[1]);
+    }
+    Ok(Reply::Int(done as i64))
 }
 
 // ---------------------------------------------------------------------------------------------

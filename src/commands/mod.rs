@@ -355,6 +355,15 @@ impl Ctx<'_> {
         self.store.db(index, self.now_ms)
     }
 
+    /// Raises a keyspace event for `key` in the selected database (published after the command,
+    /// if `notify-keyspace-events` enables `class`). The hook for every command family: Redis core
+    /// commands name their event (`set`, `del`, `expire`...); the store itself raises `new`,
+    /// `expired` and `keymiss`.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.client.db;
+        self.store.dbs[db].notify(class, event, key);
+    }
+
     /// Protocol of this connection: 2 or 3.
     pub fn proto(&self) -> u8 {
         self.client.proto
@@ -748,6 +757,7 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     if tracking {
         propagate_after(ctx, spec, argv, changes_before, reply.is_error());
     }
+    crate::engine::pubsub::publish_events(ctx.store, ctx.pubsub, ctx.now_ms / 1000);
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
     stat.nanos += started.elapsed().as_nanos() as u64;

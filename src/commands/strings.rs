@@ -23,6 +23,7 @@ use bytes::Bytes;
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
+use crate::events;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::db::Db;
@@ -70,9 +71,19 @@ pub(crate) fn is_opt(a: &[u8], word: &str) -> bool {
     cstr(a).eq_ignore_ascii_case(word.as_bytes())
 }
 
-/// The string at `key`: `Ok(None)` if absent, WRONGTYPE if it holds another type.
+/// The string at `key` for a command about to write it: `Ok(None)` if absent, WRONGTYPE if it
+/// holds another type. A miss raises no `keymiss` event (Redis's `lookupKeyWrite`).
 fn read_str<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdError> {
-    match db.lookup(key) {
+    as_string(db.lookup_quiet(key))
+}
+
+/// The string at `key` for a read command: a miss raises `keymiss` (`lookupKeyRead`).
+fn read_str_miss<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdError> {
+    as_string(db.lookup(key))
+}
+
+fn as_string(v: Option<&Value>) -> Result<Option<&Vec<u8>>, CmdError> {
+    match v {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
         #[allow(unreachable_patterns)]
@@ -82,7 +93,7 @@ fn read_str<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdEr
 
 /// GET's reply for `key` (null when absent), or WRONGTYPE.
 fn get_reply(db: &mut Db, key: &[u8]) -> CmdResult {
-    Ok(match read_str(db, key)? {
+    Ok(match read_str_miss(db, key)? {
         None => Reply::Null,
         Some(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
     })
@@ -200,7 +211,7 @@ fn set_generic(
     } else {
         None
     };
-    let found = db.contains(key);
+    let found = db.lookup_quiet(key).is_some();
     if (opts.nx && found) || (opts.xx && !found) {
         return Ok(old.unwrap_or(abort));
     }
@@ -210,8 +221,10 @@ fn set_generic(
     } else {
         db.insert(key.clone(), v);
     }
+    db.notify(events::STRING, "set", key);
     if let Some(when) = when {
         db.set_expire(key, when);
+        db.notify(events::GENERIC, "expire", key);
     }
     Ok(old.unwrap_or(ok))
 }
@@ -323,6 +336,7 @@ fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let old = get_reply(db, &argv[1])?;
     db.insert(argv[1].clone(), Value::Str(argv[2].to_vec()));
+    db.notify(events::STRING, "set", &argv[1]);
     if ctx.propagating() {
         let mut rewritten = argv.to_vec();
         rewritten[0] = Bytes::from_static(b"SET");
@@ -337,6 +351,7 @@ fn getdel(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let reply = get_reply(db, &argv[1])?;
     if !matches!(reply, Reply::Null) {
         db.remove(&argv[1]);
+        db.notify(events::GENERIC, "del", &argv[1]);
         ctx.propagate_as(vec![Bytes::from_static(b"DEL"), argv[1].clone()]);
     }
     Ok(reply)
@@ -348,7 +363,7 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms;
     let key = &argv[1];
     let db = ctx.db();
-    let value = match read_str(db, key)? {
+    let value = match read_str_miss(db, key)? {
         None => return Ok(Reply::Null),
         Some(s) => Bytes::copy_from_slice(s),
     };
@@ -358,9 +373,11 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let when = expire_ms(kind, arg, now, "getex")?;
             if matches!(kind, ExpireKind::ExAt | ExpireKind::PxAt) && when <= now {
                 db.remove(key);
+                db.notify(events::GENERIC, "del", key);
                 b"DEL"
             } else {
                 db.set_expire(key, when);
+                db.notify(events::GENERIC, "expire", key);
                 ctx.propagate_as(vec![
                     Bytes::from_static(b"PEXPIREAT"),
                     key.clone(),
@@ -370,7 +387,9 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
         None if opts.persist => {
-            db.persist(key);
+            if db.persist(key) {
+                db.notify(events::GENERIC, "persist", key);
+            }
             b"PERSIST"
         }
         None => return Ok(Reply::Bulk(value)),
@@ -400,6 +419,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     for pair in argv[1..].chunks_exact(2) {
         db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+        db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::ok())
 }
@@ -410,11 +430,16 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::arity("msetnx"));
     }
     let db = ctx.db();
-    if argv[1..].iter().step_by(2).any(|k| db.contains(k)) {
+    if argv[1..]
+        .iter()
+        .step_by(2)
+        .any(|k| db.lookup_quiet(k).is_some())
+    {
         return Ok(Reply::Int(0));
     }
     for pair in argv[1..].chunks_exact(2) {
         db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+        db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::Int(1))
 }
@@ -439,6 +464,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let old_len = match read_str(ctx.db(), key)? {
         None => {
             ctx.db().insert(key.clone(), Value::Str(extra.to_vec()));
+            ctx.notify(events::STRING, "append", key);
             return Ok(Reply::Int(extra.len() as i64));
         }
         Some(s) => s.len(),
@@ -451,13 +477,14 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     // Redis unshares the string before appending: `raw` however short.
     db.set_encoding_override(key, Some("raw"));
+    db.notify(events::STRING, "append", key);
     Ok(Reply::Int(total as i64))
 }
 
 /// `STRLEN key` → the length, 0 for a missing key.
 fn strlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(
-        read_str(ctx.db(), &argv[1])?.map_or(0, |s| s.len()) as i64,
+        read_str_miss(ctx.db(), &argv[1])?.map_or(0, |s| s.len()) as i64,
     ))
 }
 
@@ -497,7 +524,7 @@ pub fn getrange_bounds(len: usize, start: i64, end: i64) -> Option<(usize, usize
 fn getrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let start = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
     let end = parse_i64(&argv[3]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
-    let Some(s) = read_str(ctx.db(), &argv[1])? else {
+    let Some(s) = read_str_miss(ctx.db(), &argv[1])? else {
         return Ok(Reply::Bulk(Bytes::new()));
     };
     Ok(Reply::Bulk(match getrange_bounds(s.len(), start, end) {
@@ -529,6 +556,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             db.insert(key.clone(), Value::Str(s));
             // Redis builds the new string with `createObject`: `raw` however short.
             db.set_encoding_override(key, Some("raw"));
+            db.notify(events::STRING, "setrange", key);
             Ok(Reply::Int(new_end as i64))
         }
         Some(s) => {
@@ -548,6 +576,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 s[offset..new_end].copy_from_slice(value);
                 len = s.len();
             }
+            db.notify(events::STRING, "setrange", key);
             Ok(Reply::Int(len as i64))
         }
     }
@@ -579,6 +608,7 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
             db.set_encoding_override(key, None);
         }
     }
+    db.notify(events::STRING, "incrby", key);
     Ok(Reply::Int(new))
 }
 
@@ -636,6 +666,7 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     db.set_encoding_override(key, Some(encoding));
+    db.notify(events::STRING, "incrbyfloat", key);
     // Redis writes `SET key new KEEPTTL`, so a replay cannot round differently.
     if ctx.propagating() {
         ctx.propagate_as(vec![

@@ -38,6 +38,8 @@ pub struct Config {
     pub logfile: String,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    /// `notify-keyspace-events` as class bits ([`crate::events`]).
+    pub notify_keyspace_events: u32,
     pub proto_max_bulk_len: usize,
     pub client_query_buffer_limit: usize,
     pub rdbcompression: bool,
@@ -128,6 +130,7 @@ impl Default for Config {
             logfile: String::new(),
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            notify_keyspace_events: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             rdbcompression: true,
@@ -604,6 +607,18 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.maxmemory_policy.clone(),
         set: |c, a| {
             c.maxmemory_policy = one(a)?.to_ascii_lowercase();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "notify-keyspace-events",
+        doc: "Keyspace events to publish: K, E and the classes g $ x e n m d ... (A = g$lshzxetd).",
+        mutable: true,
+        get: |c| crate::events::to_text(c.notify_keyspace_events),
+        set: |c, a| {
+            c.notify_keyspace_events = crate::events::parse(one(a)?).ok_or_else(|| {
+                "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()
+            })?;
             Ok(())
         },
     },

@@ -27,7 +27,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::Notify;
 
 use super::ClientHandle;
+use crate::events;
 use crate::protocol::reply::{put_bulk, put_header};
+use crate::store::db::Store;
 
 type Map<V> = HashMap<Bytes, V, ahash::RandomState>;
 type Set = HashSet<Bytes, ahash::RandomState>;
@@ -402,6 +404,39 @@ impl PubSub {
 
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keyspace notifications
+// ---------------------------------------------------------------------------------------------
+
+/// Publishes the keyspace events the store recorded (see `Db::notify`) and clears them:
+/// `__keyspace@<db>__:<key>` with the event name when `K` is on, `__keyevent@<db>__:<event>` with
+/// the key when `E` is on — in that order, as Redis's `notifyKeyspaceEvent` does.
+pub fn publish_events(store: &mut Store, pubsub: &PubSub, now_s: u64) {
+    if store.notify_flags == 0 {
+        return;
+    }
+    for (index, db) in store.dbs.iter_mut().enumerate() {
+        if db.events.is_empty() {
+            continue;
+        }
+        let flags = db.notify_flags;
+        for (_class, event, key) in db.events.drain(..) {
+            if !pubsub.has_listeners() {
+                continue;
+            }
+            if flags & events::KEYSPACE != 0 {
+                let mut ch = format!("__keyspace@{index}__:").into_bytes();
+                ch.extend_from_slice(&key);
+                pubsub.publish(&ch, event.as_bytes(), now_s);
+            }
+            if flags & events::KEYEVENT != 0 {
+                let ch = format!("__keyevent@{index}__:{event}");
+                pubsub.publish(ch.as_bytes(), &key, now_s);
+            }
+        }
     }
 }
 

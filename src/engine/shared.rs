@@ -244,7 +244,8 @@ pub struct Shared {
 impl Shared {
     /// The state of a new server; `commands` is the size of the command table (for its statistics).
     pub fn new(config: Config, commands: usize) -> Arc<Shared> {
-        let engine = Engine::new(config.databases, commands);
+        let mut engine = Engine::new(config.databases, commands);
+        engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
         let knobs = ReplKnobs::default();
         knobs.update(&config);

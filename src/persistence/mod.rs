@@ -80,6 +80,21 @@ pub fn load_file(
     let reader = RdbReader::new(std::io::BufReader::with_capacity(1 << 20, file), size);
     let now = crate::engine::now_ms();
     let ndbs = store.dbs.len();
+    // Loading raises no keyspace events (Redis publishes none while loading).
+    let notify_flags = store.notify_flags;
+    store.set_notify_flags(0);
+    let result = load_into(reader, store, now, ndbs, verify_checksum);
+    store.set_notify_flags(notify_flags);
+    result
+}
+
+fn load_into<R: std::io::Read>(
+    reader: RdbReader<R>,
+    store: &mut Store,
+    now: u64,
+    ndbs: usize,
+    verify_checksum: bool,
+) -> Result<LoadStats, RdbError> {
     // While loading, no key counts as due: the loader decides expiry itself, against `now`.
     for db in store.dbs.iter_mut() {
         db.now_ms = 0;
@@ -260,6 +275,8 @@ pub fn spawn_startup_load(
                     report_load(&stats, &path, started);
                     let mut engine = shared.engine();
                     std::mem::swap(&mut engine.store.dbs, &mut fresh.dbs);
+                    let flags = engine.store.notify_flags;
+                    engine.store.set_notify_flags(flags);
                     drop(engine);
                     let mut p = shared.persistence();
                     p.last_load_keys_loaded = stats.keys_loaded;

@@ -336,6 +336,12 @@ async fn cron(shared: Arc<Shared>) {
             engine.emit_expired();
             engine.pump_repl();
             if expired > 0 {
+                let engine = &mut *engine;
+                crate::engine::pubsub::publish_events(
+                    &mut engine.store,
+                    &engine.pubsub,
+                    now / 1000,
+                );
                 shared
                     .stats
                     .expired_keys

@@ -36,6 +36,7 @@ use std::collections::{BTreeSet, HashMap};
 use bytes::Bytes;
 
 use super::value::Value;
+use crate::events;
 
 pub type KeyMap<V> = HashMap<Bytes, V, ahash::RandomState>;
 
@@ -151,6 +152,12 @@ pub struct Db {
     pub log_expired: bool,
     /// Keys deleted by lazy or active expiry, oldest first, until the dispatcher drains them.
     pub expired_log: Vec<Bytes>,
+    /// The `notify-keyspace-events` classes in force ([`crate::events`]); 0 = none, the common case,
+    /// which costs one branch per event.
+    pub notify_flags: u32,
+    /// Keyspace events raised since the dispatcher last drained them: (class, event, key). The
+    /// store only records them; the engine publishes them.
+    pub events: Vec<(u32, &'static str, Bytes)>,
 }
 
 /// A copy of a database's content for a snapshot: cheap to take because values share their pages.
@@ -189,9 +196,19 @@ impl Db {
         if !self.expires.is_empty() && self.is_due(key) {
             self.remove_expired(key);
             self.lazy_expired += 1;
+            self.notify(events::EXPIRED, "expired", key);
             true
         } else {
             false
+        }
+    }
+
+    /// Records a keyspace event if its class is enabled (and K or E is).
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let f = self.notify_flags;
+        if f & class != 0 && f & (events::KEYSPACE | events::KEYEVENT) != 0 {
+            self.events
+                .push((class, event, Bytes::copy_from_slice(key)));
         }
     }
 
@@ -230,6 +247,16 @@ impl Db {
 
     /// Read lookup: the value, unless absent or expired.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Value> {
+        self.expire_if_due(key);
+        if self.notify_flags & events::KEY_MISS != 0 && !self.map.contains_key(key) {
+            self.notify(events::KEY_MISS, "keymiss", key);
+        }
+        self.map.get(key)
+    }
+
+    /// Read lookup that raises no key-miss event (Redis's LOOKUP_NONOTIFY, used where a command
+    /// checks for a key it is about to write).
+    pub fn lookup_quiet(&mut self, key: &[u8]) -> Option<&Value> {
         self.expire_if_due(key);
         self.map.get(key)
     }
@@ -286,20 +313,27 @@ impl Db {
 
     /// Stores `value` under `key`, dropping any TTL (as SET does).
     pub fn insert(&mut self, key: Bytes, value: Value) {
+        // A due key is reclaimed first (and announced as expired), so the new value is a new key.
+        self.expire_if_due(&key);
         self.clear_expire(&key);
         self.touch(&key);
-        self.put(&key, value);
+        if self.put(&key, value) {
+            self.notify(events::NEW, "new", &key);
+        }
     }
 
-    /// Stores `value` under `key` with no encoding override (replacing the key drops it).
-    fn put(&mut self, key: &[u8], value: Value) {
+    /// Stores `value` under `key` with no encoding override (replacing the key drops it). True if
+    /// the key is new.
+    fn put(&mut self, key: &[u8], value: Value) -> bool {
         match self.map.get_mut(key) {
             Some(slot) => {
                 *slot = value;
                 self.forget_encoding(key);
+                false
             }
             None => {
                 self.map.insert(Key::new(key, ENC_NONE), value);
+                true
             }
         }
     }
@@ -308,7 +342,9 @@ impl Db {
     pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
         self.expire_if_due(&key);
         self.touch(&key);
-        self.put(&key, value);
+        if self.put(&key, value) {
+            self.notify(events::NEW, "new", &key);
+        }
     }
 
     /// Removes a key and its TTL. Returns the value if the key existed (expired keys included: the
@@ -427,6 +463,7 @@ impl Db {
                 break;
             }
             self.remove_expired(&key);
+            self.notify(events::EXPIRED, "expired", &key);
             n += 1;
         }
         n
@@ -584,12 +621,15 @@ impl Db {
 #[derive(Debug)]
 pub struct Store {
     pub dbs: Vec<Db>,
+    /// `notify-keyspace-events` in force (also copied into each database).
+    pub notify_flags: u32,
 }
 
 impl Store {
     pub fn new(databases: usize) -> Store {
         Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+            notify_flags: 0,
         }
     }
 
@@ -598,6 +638,14 @@ impl Store {
         let db = &mut self.dbs[index];
         db.now_ms = now_ms;
         db
+    }
+
+    /// Applies `notify-keyspace-events` to every database.
+    pub fn set_notify_flags(&mut self, flags: u32) {
+        self.notify_flags = flags;
+        for d in &mut self.dbs {
+            d.notify_flags = flags;
+        }
     }
 
     pub fn dirty(&self) -> u64 {
