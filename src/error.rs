@@ -101,6 +101,8 @@ pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 /// Any command but (P|S)(UN)SUBSCRIBE, PING, QUIT and RESET from a RESP2 client with a
 /// subscription (`processCommand`); `{}` is the command's full name (`client|list`).
 pub const SUBSCRIBER_CONTEXT: &str = "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
+/// A MONITOR client running a keyspace command (Redis flags monitors as replicas).
+pub const MONITOR_KEYSPACE: &str = "ERR Replica can't interact with the keyspace";
 /// A background save is already running.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
 /// BGREWRITEAOF while a rewrite runs (Redis 7.0 `bgrewriteaofCommand`).

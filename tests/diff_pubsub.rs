@@ -130,6 +130,27 @@ fn normalise(argv: &[&str], out: &[u8]) -> Vec<u8> {
     let name = argv[0].to_ascii_lowercase();
     let sub = argv.get(1).map(|s| s.to_ascii_lowercase());
     let mut fs = frames(out);
+    if out
+        .windows(3)
+        .any(|w| w[0] == b'\n' && w[1] == b'+' && w[2].is_ascii_digit())
+        || (out.len() > 2 && out[0] == b'+' && out[1].is_ascii_digit())
+    {
+        // MONITOR lines: the time and the client's port differ between the servers.
+        return out
+            .split(|&b| b == b'\n')
+            .map(|line| match line.iter().position(|&b| b == b']') {
+                Some(end)
+                    if line.starts_with(b"+") && line.get(1).is_some_and(u8::is_ascii_digit) =>
+                {
+                    let head = String::from_utf8_lossy(&line[..end]);
+                    let db = head.split(['[', ' ']).nth(2).unwrap_or("?").to_string();
+                    [format!("+<time> [{db} <addr>").as_bytes(), &line[end..]].concat()
+                }
+                _ => line.to_vec(),
+            })
+            .collect::<Vec<_>>()
+            .join(&b'\n');
+    }
     if name == "hello" && !out.starts_with(b"-") {
         // Client ids differ between the servers.
         return b"<hello>".to_vec();
@@ -381,4 +402,31 @@ fn keyspace_notifications_for_core_commands() {
         (2, &["EXEC"]),
     ]);
     run(&script, 3);
+}
+
+#[test]
+fn monitor_lines_and_redaction() {
+    run(
+        &[
+            (0, &["MONITOR"]),
+            (1, &["SET", "k", "a b\n\"\\\u{1}\u{7f}"]),
+            (1, &["AUTH", "secret"]),
+            (1, &["AUTH", "user", "pass"]),
+            (1, &["HELLO", "2", "AUTH", "default", "pw"]),
+            (1, &["HELLO", "2", "SETNAME", "x"]),
+            (1, &["SELECT", "2"]),
+            (1, &["GET", "x"]),
+            (1, &["nosuch"]),
+            (1, &["GET"]),
+            (1, &["MULTI"]),
+            (1, &["INCR", "q"]),
+            (1, &["EXEC"]),
+            (1, &["CONFIG", "GET", "maxmemory"]),
+            (1, &["PUBLISH", "c", "m"]),
+            (1, &["CLIENT", "SETNAME", "y"]),
+            (0, &["GET", "x"]),
+            (0, &["PING"]),
+        ],
+        2,
+    );
 }

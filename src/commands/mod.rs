@@ -288,6 +288,10 @@ pub struct ClientState {
     pub replconf: crate::engine::repl::ReplConf,
     /// The AOF loader's client: EXEC skips the server-state refusals (loading, MISCONF).
     pub replaying: bool,
+    /// The client ran MONITOR.
+    pub monitor: bool,
+    /// Bytes the connection writes right after the current reply (a monitor's own MONITOR line).
+    pub after_reply: bytes::BytesMut,
 }
 
 impl ClientState {
@@ -305,6 +309,8 @@ impl ClientState {
             is_master: false,
             replconf: Default::default(),
             replaying: false,
+            monitor: false,
+            after_reply: bytes::BytesMut::new(),
         }
     }
 
@@ -510,6 +516,11 @@ fn dispatch_inner(
             client.multi_error = true;
         }
         return Reply::Error(CmdError::subscriber_context(name));
+    }
+    // A MONITOR client is a replica to Redis: it may not touch the keyspace.
+    if client.monitor && spec.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        engine.stats[index].rejected += 1;
+        return Reply::Error(CmdError::Static(error::MONITOR_KEYSPACE));
     }
     if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
         // Container commands are checked for a known subcommand before queuing, as Redis does.
@@ -729,16 +740,32 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     } else {
         0
     };
+    let mut ran = spec;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if spec.subcommands.is_empty() || argv.len() < 2 {
             (spec.handler)(ctx, argv)
         } else {
             match subcommand(spec, argv) {
-                Ok(sub) => (sub.handler)(ctx, argv),
+                Ok(sub) => {
+                    ran = sub;
+                    (sub.handler)(ctx, argv)
+                }
                 Err(e) => Err(e),
             }
         }
     }));
+    // MONITOR shows what ran, after it ran (so SELECT shows its new db), except admin commands.
+    if !ctx.pubsub.monitors.is_empty() && !ran.has(flags::ADMIN | flags::SKIP_MONITOR) {
+        if let Some(own) = ctx.pubsub.feed_monitors(
+            ctx.client.handle.id,
+            ctx.client.db,
+            &ctx.client.handle.addr,
+            argv,
+            &|i| redacted(argv, i),
+        ) {
+            ctx.client.after_reply.extend_from_slice(&own);
+        }
+    }
     let reply = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Reply::Error(e),
@@ -796,6 +823,19 @@ fn propagate_after(
             None => ctx.stream.push(db, argv),
         }
     }
+}
+
+/// True if argument `i` is a secret MONITOR must not show: AUTH's arguments and HELLO's AUTH
+/// username and password, as Redis redacts them.
+fn redacted(argv: &[Bytes], i: usize) -> bool {
+    let name = &argv[0];
+    if name.eq_ignore_ascii_case(b"auth") {
+        return i > 0;
+    }
+    if name.eq_ignore_ascii_case(b"hello") {
+        return (2..i).any(|j| argv[j].eq_ignore_ascii_case(b"auth") && (i == j + 1 || i == j + 2));
+    }
+    false
 }
 
 /// Shorthand used by the families' tables.

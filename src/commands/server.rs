@@ -47,6 +47,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("select", 2, LOADING | STALE | FAST, 0, 0, 0, "connection", "1.0.0", "Changes the selected database.", select),
     cmd("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "1.0.0", "Closes the connection.", quit),
     cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "6.2.0", "Resets the connection.", reset),
+    cmd("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "1.0.0", "Listens for all requests received by the server in real-time.", monitor),
     container("client", 0, "A container for client connection commands.", super::client::SUBCOMMANDS),
     cmd("info", -1, LOADING | STALE, 0, 0, 0, "server", "1.0.0", "Returns information and statistics about the server.", super::info::info),
     container("config", 0, "A container for server configuration commands.", super::config::SUBCOMMANDS),
@@ -98,6 +99,14 @@ fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         2 => Ok(Reply::Bulk(argv[1].clone())),
         _ => Err(CmdError::arity("ping")),
     }
+}
+
+/// `MONITOR` → OK, then one line per command any client runs (see `PubSub::feed_monitors`).
+fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let handle = ctx.client.handle.clone();
+    ctx.pubsub.add_monitor(&handle);
+    ctx.client.monitor = true;
+    Ok(Reply::ok())
 }
 
 fn echo(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
@@ -234,6 +243,7 @@ fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     ctx.client.multi_error = false;
     ctx.client.unwatch_all(ctx.store);
     ctx.pubsub.remove_client(ctx.client.handle.id);
+    ctx.client.monitor = false;
     ctx.client.db = 0;
     ctx.client.handle.db.store(0, Ordering::Relaxed);
     ctx.client.proto = 2;

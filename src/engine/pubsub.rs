@@ -197,6 +197,8 @@ pub struct PubSub {
     clients: HashMap<u64, ClientSubs, ahash::RandomState>,
     /// The pubsub class of `client-output-buffer-limit`, applied at each delivery.
     pub limit: Option<OutputLimit>,
+    /// MONITOR clients, fed one line per executed command ([`PubSub::feed_monitors`]).
+    pub monitors: Vec<Arc<ClientHandle>>,
 }
 
 /// The encoded body of a message frame: `$<kind>`, then the optional pattern, channel, payload.
@@ -300,6 +302,9 @@ impl PubSub {
 
     /// Drops every subscription of a client (disconnect, RESET).
     pub fn remove_client(&mut self, id: u64) {
+        if !self.monitors.is_empty() {
+            self.remove_monitor(id);
+        }
         let Some(subs) = self.clients.remove(&id) else {
             return;
         };
@@ -404,6 +409,88 @@ impl PubSub {
 
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MONITOR
+// ---------------------------------------------------------------------------------------------
+
+/// Appends `bytes` quoted as Redis's `sdscatrepr` does: `"..."` with `\\`, `\"`, `\n`, `\r`,
+/// `\t`, `\a`, `\b` escaped and other unprintable bytes as `\xhh`.
+pub fn put_repr(out: &mut BytesMut, bytes: &[u8]) {
+    out.put_u8(b'"');
+    for &c in bytes {
+        match c {
+            b'\\' => out.put_slice(b"\\\\"),
+            b'"' => out.put_slice(b"\\\""),
+            b'\n' => out.put_slice(b"\\n"),
+            b'\r' => out.put_slice(b"\\r"),
+            b'\t' => out.put_slice(b"\\t"),
+            0x07 => out.put_slice(b"\\a"),
+            0x08 => out.put_slice(b"\\b"),
+            0x20..=0x7e => out.put_u8(c),
+            _ => out.put_slice(format!("\\x{c:02x}").as_bytes()),
+        }
+    }
+    out.put_u8(b'"');
+}
+
+impl PubSub {
+    /// Starts feeding client `c` (MONITOR).
+    pub fn add_monitor(&mut self, c: &Arc<ClientHandle>) {
+        if !self.monitors.iter().any(|m| m.id == c.id) {
+            self.monitors.push(c.clone());
+        }
+    }
+
+    pub fn remove_monitor(&mut self, id: u64) {
+        self.monitors.retain(|m| m.id != id);
+    }
+
+    /// Sends every monitor the line `+<unix s.us> [<db> <addr>] "arg" ...` for a command that
+    /// ran; `redacted` marks the arguments shown as `(redacted)` (passwords). The line for the
+    /// client that ran the command (`self_id`, if it monitors) is returned instead: Redis writes
+    /// it after that command's reply.
+    pub fn feed_monitors(
+        &self,
+        self_id: u64,
+        db: usize,
+        addr: &std::net::SocketAddr,
+        argv: &[Bytes],
+        redacted: &dyn Fn(usize) -> bool,
+    ) -> Option<Bytes> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut line =
+            BytesMut::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
+        line.put_slice(
+            format!(
+                "+{}.{:06} [{db} {addr}]",
+                now.as_secs(),
+                now.subsec_micros()
+            )
+            .as_bytes(),
+        );
+        for (i, a) in argv.iter().enumerate() {
+            line.put_u8(b' ');
+            if redacted(i) {
+                line.put_slice(b"\"(redacted)\"");
+            } else {
+                put_repr(&mut line, a);
+            }
+        }
+        line.put_slice(b"\r\n");
+        let mut own = None;
+        for m in &self.monitors {
+            if m.id == self_id {
+                own = Some(Bytes::copy_from_slice(&line));
+            } else {
+                m.outbox.push_raw(&line);
+            }
+        }
+        own
     }
 }
 

@@ -140,6 +140,10 @@ pub async fn serve(
                     handle.outbox.drain_into(&mut outbuf);
                     reply.encode(client.proto, &mut outbuf);
                     done += 1;
+                    if !client.after_reply.is_empty() {
+                        outbuf.extend_from_slice(&client.after_reply);
+                        client.after_reply.clear();
+                    }
                     if client.action.is_some() {
                         break;
                     }
