@@ -97,7 +97,6 @@ pub static ACCEPTED: &[Accepted] = &[
     row("maxmemory-clients", "0", true),
     row("maxmemory-eviction-tenacity", "10", true),
     row("maxmemory-samples", "5", true),
-    row("notify-keyspace-events", "", true),
     row("oom-score-adj", "no", true),
     row("oom-score-adj-values", "0 200 800", true),
     row("pidfile", "", false),
