@@ -88,6 +88,9 @@ pub const CLIENT_NAME_CHARS: &str =
 pub const HELLO_PROTO_NOT_INT: &str = "ERR Protocol version is not an integer or out of range";
 /// HELLO 4 and above.
 pub const NOPROTO: &str = "NOPROTO unsupported protocol version";
+/// processCommand while the AOF cannot be written or fsynced (`writeCommandsGetDiskErrorMessage`,
+/// Redis 7.0): this prefix, then `strerror(aof_last_write_errno)`.
+pub const MISCONF_AOF: &str = "MISCONF Errors writing to the AOF file: ";
 /// Writes while the last background save failed and `stop-writes-on-bgsave-error` is on.
 pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 /// Any command while the dataset is loading.

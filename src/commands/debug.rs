@@ -35,6 +35,20 @@ pub(super) fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "ERR Error trying to load the RDB dump, check server logs.",
             )),
         },
+        // DEBUG AOF-FLUSH-SLEEP <microsec>: the AOF writer sleeps that long before each write
+        // (Redis's aof_flush_sleep; tests use it to hold writes back from the file).
+        b"aof-flush-sleep" => {
+            let us = argv
+                .get(2)
+                .and_then(|a| crate::numeric::parse_i64(a))
+                .filter(|&v| v >= 0)
+                .ok_or(CmdError::Static(error::SYNTAX))?;
+            ctx.shared
+                .aof_commit
+                .flush_sleep_us
+                .store(us as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(Reply::ok())
+        }
         b"jmap" | b"quicklist-packed-threshold" => Ok(Reply::ok()),
         _ => Err(CmdError::Owned(format!(
             "ERR unknown subcommand '{}'. Try DEBUG HELP.",

@@ -627,6 +627,12 @@ fn refuse(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
     if spec.has(flags::WRITE) && shared.misconf() {
         return Some(CmdError::Static(error::MISCONF));
     }
+    // PING too, as Redis's processCommand does: a health check then sees the disk problem.
+    if spec.has(flags::WRITE) || spec.name == "ping" {
+        if let Some(text) = crate::persistence::aof::disk_error(shared) {
+            return Some(CmdError::Owned(text));
+        }
+    }
     None
 }
 

@@ -19,7 +19,9 @@ pub mod repl;
 pub mod shared;
 
 pub use propagate::{SubscriberId, WriteStream};
-pub use shared::{AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, Shared, Stats};
+pub use shared::{
+    AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, Shared, Stats,
+};
 
 /// Per-command statistics (INFO commandstats).
 #[derive(Debug, Default, Clone, Copy)]

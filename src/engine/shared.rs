@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -116,6 +116,51 @@ pub struct AofInfo {
     pub base_size: AtomicU64,
     pub incr_size: AtomicU64,
     pub write_failed: AtomicBool,
+    /// The last everysec background fsync failed (Redis's `aof_bio_fsync_status`).
+    pub fsync_failed: AtomicBool,
+    /// errno of the last failed write or fsync, for the MISCONF text.
+    pub last_errno: AtomicI32,
+}
+
+/// The AOF writer's hand-off with the connections (the logic is `persistence::aof`): a connection
+/// raises `pending` and wakes the writer thread; the writer publishes how far the file is written
+/// and fsynced, and `appendfsync always` connections wait on that before replying.
+pub struct AofCommit {
+    pub wake: Arc<AofWake>,
+    pub progress: tokio::sync::watch::Sender<AofProgress>,
+    pub writer_started: std::sync::Once,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds the writer sleeps before each write (a test hook).
+    pub flush_sleep_us: AtomicU64,
+}
+
+/// The writer thread's doorbell: `pending` is raised (and the thread woken) when the stream holds
+/// bytes for it. Outside `Shared` so the thread can sleep without keeping the server alive.
+#[derive(Default)]
+pub struct AofWake {
+    pub pending: AtomicBool,
+    pub lock: Mutex<()>,
+    pub cv: Condvar,
+}
+
+/// How far the open AOF's subscription (`sub`) is written to the file and fsynced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AofProgress {
+    pub sub: Option<super::SubscriberId>,
+    pub written: u64,
+    pub synced: u64,
+    /// The last write failed (everysec, no): waiters are released, their bytes stay buffered.
+    pub write_failed: bool,
+}
+
+impl Default for AofCommit {
+    fn default() -> Self {
+        AofCommit {
+            wake: Arc::new(AofWake::default()),
+            progress: tokio::sync::watch::channel(AofProgress::default()).0,
+            writer_started: std::sync::Once::new(),
+            flush_sleep_us: AtomicU64::new(0),
+        }
+    }
 }
 
 /// An AOF rewrite in flight: its start and, once finished, its outcome.
@@ -131,10 +176,16 @@ pub struct AofSink {
     pub file: std::fs::File,
     /// Its subscription to the write stream.
     pub sub: super::SubscriberId,
+    /// Drained from the stream, not yet written (kept across a failed write, as Redis's aof_buf).
     pub buf: Vec<u8>,
+    /// The stream offset at the end of `buf`.
+    pub buffered_to: u64,
     /// Stream offset written to the file / fsynced.
     pub written: u64,
     pub synced: u64,
+    /// `aof-timestamp-enabled`, and the unix second of the last `#TS:` annotation written.
+    pub timestamps: bool,
+    pub last_ts: u64,
     pub fsync: crate::config::AppendFsync,
     pub last_fsync: Instant,
     /// INFO aof_base_size, and the incr files' total (aof_current_size = the sum).
@@ -230,8 +281,9 @@ pub struct Shared {
     pub aof: Mutex<Option<AofSink>>,
     /// The AOF's figures for INFO, readable without the AOF lock.
     pub aof_info: AofInfo,
-    /// `appendfsync always` is in force for the open AOF (commits must wait for the lock).
+    /// `appendfsync always` is in force for the open AOF (commits wait for their fsync).
     pub aof_always: AtomicBool,
+    pub aof_commit: AofCommit,
     /// Carries `master_repl_offset` after each batch that fed the replication stream: replica
     /// tasks wait on it for bytes to send.
     pub repl_fed: tokio::sync::watch::Sender<u64>,
@@ -267,6 +319,7 @@ impl Shared {
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),
             aof_always: AtomicBool::new(false),
+            aof_commit: AofCommit::default(),
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,

@@ -14,15 +14,28 @@
 //! the directory), so at any instant the manifest on disk names a complete, loadable set.
 //!
 //! # Writing
-//! The AOF is one consumer of the write stream (`engine::propagate`). After each batch, the
-//! connection calls [`commit`] with the stream offset its writes reached, before it sends the
-//! replies. `commit` is a group commit: under the file lock it drains everything the stream holds
-//! for the AOF (the writes of every connection so far), writes it with one `write`, and for
-//! `appendfsync always` one `fdatasync`; a connection whose offset is already covered returns at
-//! once. So with `always` no reply leaves before its write is on disk, and concurrent clients
-//! share fsyncs as Redis's one-fsync-per-event-loop does. `everysec` writes before replying
-//! (a kill -9 loses nothing; a power loss up to ~1 s) and a cron fsyncs once a second off the hot
-//! path; `no` only writes.
+//! The AOF is one consumer of the write stream (`engine::propagate`). After each batch the
+//! connection calls [`commit`] with the stream offset its writes reached, and awaits it before
+//! sending the replies. `commit` rings a dedicated writer thread (Redis does this work in
+//! `beforeSleep`): one pass of the writer drains everything the stream holds for the AOF — the
+//! writes of every connection so far — writes it with one `write`, and for `appendfsync always`
+//! one `fdatasync`, then publishes how far the file is written and synced on a watch channel.
+//! A connection waits (asynchronously: the runtime threads keep serving others) until the file
+//! holds its writes — with `always`, until an fsync covers them. That is group commit across
+//! connections: while one fsync runs, every batch that arrives meanwhile is covered by the next,
+//! as Redis's one fsync per event-loop iteration covers all the clients served in it. So no
+//! policy loses an acknowledged write to a kill -9; `everysec` fsyncs once a second in a
+//! separate thread on a cloned descriptor (a power loss loses up to ~1-2 s), `no` never does.
+//!
+//! # Write errors (Redis 7.0's `flushAppendOnlyFile`)
+//! A failed or short write leaves its bytes buffered, in order (a short write is cut back off the
+//! file so it holds whole commands), and every later pass — at least one per cron tick — retries.
+//! Meanwhile writes and PING are refused with `-MISCONF Errors writing to the AOF file:
+//! <strerror>` ([`disk_error`]); a failed everysec fsync does the same until one succeeds. The
+//! first write that succeeds lifts it ("AOF write error looks solved, Redis can write again.").
+//! With `always` a failed write or fsync exits the process, as Redis does: replies already
+//! promised durability. `aof-timestamp-enabled yes` puts `#TS:<unix seconds>\r\n` before the first
+//! command of each new second (and at the top of a command base); the stream offsets exclude it.
 //!
 //! # Rewrite (BGREWRITEAOF, automatic, CONFIG SET appendonly yes)
 //! No fork: under the keyspace lock the AOF's pending bytes are written out, the keyspace is
@@ -31,7 +44,10 @@
 //! old incrs and the new incr is installed. A thread writes the new base from the snapshot; when
 //! it is durable, a manifest naming the new base and the new incr replaces the old one and the old
 //! files are deleted. A crash before the swap loads the old base and all incrs; after it, the new
-//! base and the new incr.
+//! base and the new incr. With `aof-rewrite-incremental-fsync yes` the base is fsynced every 4 MB
+//! while it is written (Redis's rio autosync, `REDIS_AUTOSYNC_BYTES`). An RDB base carries the
+//! `aof-base 1` aux field, as Redis's. BGREWRITEAOF with the AOF off does what Redis 7.0 does:
+//! writes a base and a manifest naming only it, and leaves the AOF off.
 //!
 //! # Loading
 //! With `appendonly yes` the AOF is loaded instead of the RDB file. The base is an RDB file when it
@@ -42,7 +58,10 @@
 //! with `aof-load-truncated yes` the file is cut back to the last complete command and loading
 //! goes on; otherwise, or anywhere else, loading fails with the file name and offset. An
 //! unfinished MULTI at the end counts as truncated at its MULTI. `#...` lines (`aof-timestamp-
-//! enabled` annotations) are skipped.
+//! enabled` annotations) are skipped. Commands after an RDB part are loaded too (a Redis 6
+//! RDB-preamble AOF). A Redis 6 `dir/appendonly.aof` with no AOF directory (or no manifest) is
+//! first migrated as Redis 7.0's `aofUpgradePrepare` does: it becomes the base of a new manifest
+//! (`file appendonly.aof seq 1 type b`) and moves into the directory.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
@@ -53,11 +72,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::rdb::RdbWriter;
 use super::rdb::SaveOptions;
-use super::snapshot::{self, Target};
+use super::snapshot;
 use crate::config::AppendFsync;
 use crate::engine::propagate::encode_command;
-use crate::engine::{AofRewriteJob, AofSink, Engine, Shared};
+use crate::engine::shared::AofWake;
+use crate::engine::{AofProgress, AofRewriteJob, AofSink, Engine, Shared, SubscriberId};
 use crate::store::db::DbSnapshot;
 use crate::store::{Store, Value};
 
@@ -259,86 +280,236 @@ fn open_incr(paths: &AofPaths, seq: u64) -> Result<(File, String), String> {
 // Writing: group commit
 // ---------------------------------------------------------------------------------------------
 
-/// The AOF's stream offset after the batch that just ran (None when the AOF is off). Read under
-/// the keyspace lock by the connection, passed to [`commit`] after releasing it.
-pub fn offset(engine: &Engine) -> Option<u64> {
-    engine.aof_sub.and_then(|id| engine.stream.offset(id))
+/// The AOF's subscription and stream offset after the batch that just ran (None when the AOF is
+/// off). Read under the keyspace lock by the connection, passed to [`commit`] after releasing it.
+pub fn offset(engine: &Engine) -> Option<(SubscriberId, u64)> {
+    let id = engine.aof_sub?;
+    engine.stream.offset(id).map(|o| (id, o))
 }
 
-/// Makes every write up to stream offset `upto` reach the file (and the disk, with `always`)
-/// before returning: the group commit of the module essay. Errors are recorded for INFO; with
-/// `always` a write error stops the server as in Redis.
-pub fn commit(shared: &Shared, upto: u64) {
-    // Without `always`, a connection never waits for another's write: if the AOF is busy its bytes
-    // go out with the next commit or the cron's pass (within 1/hz s), inside everysec's bound.
-    let mut guard = if shared.aof_always.load(Ordering::Relaxed) {
-        shared.aof()
-    } else {
-        match shared.aof.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        }
+/// Hands this batch's writes (stream offset `upto` of subscription `sub`) to the writer thread
+/// and waits, without blocking the runtime, until they are in the file — and with `appendfsync
+/// always` on the disk — before the replies go out: the group commit of the module essay. While
+/// one write or fsync runs, every batch that arrives meanwhile is covered by the next one. As in
+/// Redis, a kill -9 then loses no acknowledged write under any policy (everysec and no only risk
+/// the page cache, i.e. a power loss). After a failed write (everysec, no) the waiters are let
+/// go: their bytes stay buffered and go out once the disk takes them, as Redis keeps its aof_buf.
+pub async fn commit(shared: &Arc<Shared>, (sub, upto): (SubscriberId, u64)) {
+    let always = shared.aof_always.load(Ordering::Relaxed);
+    let covered = move |p: &AofProgress| {
+        // A different subscription: the AOF was stopped (after writing and fsyncing everything).
+        p.sub != Some(sub)
+            || if always {
+                p.synced >= upto
+            } else {
+                p.written >= upto || p.write_failed
+            }
     };
-    let Some(sink) = guard.as_mut() else {
-        return;
-    };
-    let durable = sink.fsync == AppendFsync::Always;
-    if durable && sink.synced >= upto || !durable && sink.written >= upto {
+    if covered(&shared.aof_commit.progress.borrow()) {
         return;
     }
-    if let Err(e) = write_pending(shared, sink) {
-        fail_write(shared, sink, e);
-        return;
-    }
-    if durable {
-        if let Err(e) = sink.file.sync_data() {
-            fail_write(shared, sink, e);
-            return;
-        }
-        sink.synced = sink.written;
+    let mut rx = shared.aof_commit.progress.subscribe();
+    kick(shared);
+    let _ = rx.wait_for(covered).await;
+}
+
+/// Rings the writer thread's doorbell (starting the thread on first use).
+fn kick(shared: &Arc<Shared>) {
+    let c = &shared.aof_commit;
+    c.writer_started.call_once(|| spawn_writer(shared));
+    // Only the ring that raises the flag wakes the thread: under load it is already awake.
+    if !c.wake.pending.swap(true, Ordering::AcqRel) {
+        let _g = c.wake.lock.lock().unwrap_or_else(|p| p.into_inner());
+        c.wake.cv.notify_one();
     }
 }
 
-fn fail_write(shared: &Shared, sink: &mut AofSink, e: std::io::Error) {
-    tracing::warn!("Error writing to the AOF file: {e}");
-    sink.last_write_ok = false;
-    publish(shared, Some(sink));
-    if sink.fsync == AppendFsync::Always {
-        tracing::error!(
-            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting..."
-        );
+fn spawn_writer(shared: &Arc<Shared>) {
+    let weak = Arc::downgrade(shared);
+    let wake = shared.aof_commit.wake.clone();
+    let spawned = std::thread::Builder::new()
+        .name("aof-writer".into())
+        .spawn(move || writer_loop(weak, wake));
+    if let Err(e) = spawned {
+        // Connections under `always` would wait for it forever (Redis exits without its bio
+        // threads, too).
+        tracing::error!("Fatal: can't start the AOF writer thread: {e}");
         std::process::exit(1);
     }
 }
 
-/// Drains the stream's bytes for the AOF and writes them (the AOF lock is held).
+/// The AOF writer (Redis does this in `beforeSleep`, before the event loop sends replies): one
+/// pass drains everything the stream holds for the AOF, writes it with one `write`, and under
+/// `always` fsyncs once, then publishes the progress the waiting connections watch.
+fn writer_loop(weak: std::sync::Weak<Shared>, wake: Arc<AofWake>) {
+    loop {
+        {
+            let mut g = wake.lock.lock().unwrap_or_else(|p| p.into_inner());
+            while !wake.pending.load(Ordering::Acquire) {
+                let (g2, t) = wake
+                    .cv
+                    .wait_timeout(g, std::time::Duration::from_secs(1))
+                    .unwrap_or_else(|p| p.into_inner());
+                g = g2;
+                if t.timed_out() && weak.strong_count() == 0 {
+                    return;
+                }
+            }
+        }
+        // Lowered before draining: a batch that rings after this point gets another pass.
+        wake.pending.store(false, Ordering::Release);
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        let mut guard = shared.aof();
+        if let Some(sink) = guard.as_mut() {
+            flush(&shared, sink);
+        }
+    }
+}
+
+/// One writer pass (the AOF lock is held): the stream's bytes to the file, and with `always` to
+/// the disk. A write error under `always` stops the server, as in Redis; otherwise the bytes stay
+/// buffered, writes are refused (MISCONF) and every later pass retries.
+fn flush(shared: &Shared, sink: &mut AofSink) {
+    if let Err(e) = write_pending(shared, sink) {
+        fail_write(shared, sink, e);
+        return;
+    }
+    if sink.fsync == AppendFsync::Always && sink.synced < sink.written {
+        if let Err(e) = sink.file.sync_data() {
+            tracing::warn!(
+                "Can't persist AOF for fsync error when the AOF fsync policy is 'always': {}. Exiting...",
+                strerror(&e)
+            );
+            std::process::exit(1);
+        }
+        sink.synced = sink.written;
+    }
+    publish_progress(shared, Some(sink));
+}
+
+fn fail_write(shared: &Shared, sink: &mut AofSink, e: std::io::Error) {
+    if sink.fsync == AppendFsync::Always {
+        // The replies of what is already executed cannot be taken back (Redis: "we have a
+        // contract with the user that on acknowledged or observed writes are is synced on disk").
+        tracing::warn!("Error writing to the AOF file: {}", strerror(&e));
+        tracing::warn!(
+            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting..."
+        );
+        std::process::exit(1);
+    }
+    if sink.last_write_ok {
+        tracing::warn!("Error writing to the AOF file: {}", strerror(&e));
+    }
+    sink.last_write_ok = false;
+    shared
+        .aof_info
+        .last_errno
+        .store(e.raw_os_error().unwrap_or(EIO), Ordering::Relaxed);
+    publish(shared, Some(sink));
+}
+
+const EIO: i32 = 5;
+
+/// The C library's text for an I/O error (what Redis prints with `strerror`), without Rust's
+/// " (os error N)" suffix.
+fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// Redis refuses writes — and PING — while the AOF cannot be written or fsynced
+/// (`writeCommandsDeniedByDiskError`): the MISCONF text then, None otherwise. Atomics only: the
+/// dispatcher runs under the keyspace lock.
+pub fn disk_error(shared: &Shared) -> Option<String> {
+    let i = &shared.aof_info;
+    if !i.enabled.load(Ordering::Relaxed)
+        || !(i.write_failed.load(Ordering::Relaxed) || i.fsync_failed.load(Ordering::Relaxed))
+    {
+        return None;
+    }
+    let e = std::io::Error::from_raw_os_error(i.last_errno.load(Ordering::Relaxed));
+    Some(format!("{}{}", crate::error::MISCONF_AOF, strerror(&e)))
+}
+
+/// Drains the stream's bytes for the AOF after what a failed write left in the sink's buffer, and
+/// writes them (the AOF lock is held). What could not be written stays buffered, in order, as
+/// Redis keeps its `aof_buf`; a short write is cut back off the file so it holds whole commands.
 fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
-    sink.buf.clear();
+    let before = sink.buf.len();
     let end = {
         let mut engine = shared.engine();
         engine.stream.drain(sink.sub, &mut sink.buf)
     };
-    if !sink.buf.is_empty() {
-        sink.file.write_all(&sink.buf)?;
-        sink.incr_size += sink.buf.len() as u64;
+    if let Some(end) = end {
+        sink.buffered_to = end;
+    }
+    if sink.timestamps && sink.buf.len() > before {
+        // `#TS:<unix seconds>` before the first command of each new second (Redis's
+        // genAofTimestampAnnotationIfNeeded; the loader and redis-check-aof skip `#` lines).
+        let now = crate::engine::now_ms() / 1000;
+        if now > sink.last_ts {
+            sink.last_ts = now;
+            let ts = format!("#TS:{now}\r\n");
+            sink.buf.splice(before..before, ts.into_bytes());
+        }
+    }
+    let sleep = shared.aof_commit.flush_sleep_us.load(Ordering::Relaxed);
+    if sleep > 0 && !sink.buf.is_empty() {
+        // DEBUG AOF-FLUSH-SLEEP, as Redis's flushAppendOnlyFile sleeps before its write.
+        std::thread::sleep(std::time::Duration::from_micros(sleep));
+    }
+    let mut done = 0usize;
+    let result = loop {
+        if done == sink.buf.len() {
+            break Ok(());
+        }
+        match sink.file.write(&sink.buf[done..]) {
+            Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    if result.is_err() && done > 0 {
+        if let Ok(md) = sink.file.metadata() {
+            if sink
+                .file
+                .set_len(md.len().saturating_sub(done as u64))
+                .is_ok()
+            {
+                done = 0;
+            }
+        }
+    }
+    sink.incr_size += done as u64;
+    sink.buf.drain(..done);
+    if sink.buf.is_empty() {
+        sink.written = sink.buffered_to;
         if sink.buf.capacity() > 4 << 20 {
             sink.buf = Vec::new();
         }
     }
-    if let Some(end) = end {
-        sink.written = end;
-    }
-    sink.last_write_ok = true;
     shared
         .aof_info
         .incr_size
         .store(sink.incr_size, Ordering::Relaxed);
+    result?;
+    if !sink.last_write_ok {
+        tracing::warn!("AOF write error looks solved, Redis can write again.");
+        sink.last_write_ok = true;
+        publish(shared, Some(sink));
+    }
     Ok(())
 }
 
 /// The cron's AOF duties: collect a finished rewrite, apply configuration changes, start a
-/// scheduled or automatic rewrite, and the everysec fsync (in a thread, off the connections' path).
+/// scheduled or automatic rewrite, a writer pass for what nobody committed (active expiry, a
+/// failed write to retry), and the everysec fsync (in a thread, off the connections' path).
 pub fn cron(shared: &Arc<Shared>) {
     {
         let mut guard = shared.aof();
@@ -347,20 +518,15 @@ pub fn cron(shared: &Arc<Shared>) {
         reconcile(shared, &mut guard, &mut engine);
         if auto_rewrite_due(shared, &guard) {
             tracing::info!("Starting automatic rewriting of AOF");
-            if let Err(e) = start_rewrite_locked(shared, &mut guard, &mut engine) {
+            if let Err(e) = start_rewrite_locked(shared, &mut guard, &mut engine, false) {
                 tracing::warn!("Automatic AOF rewrite failed to start: {e}");
             }
         }
     }
-    // Bytes a busy commit left behind (everysec, no) reach the file at least once a tick.
     {
         let mut guard = shared.aof();
         if let Some(sink) = guard.as_mut() {
-            if sink.fsync != AppendFsync::Always {
-                if let Err(e) = write_pending(shared, sink) {
-                    fail_write(shared, sink, e);
-                }
-            }
+            flush(shared, sink);
         }
     }
     let fsync_now = shared.aof().as_ref().is_some_and(|s| {
@@ -379,15 +545,29 @@ pub fn cron(shared: &Arc<Shared>) {
                     return;
                 };
                 sink.last_fsync = Instant::now();
-                if write_pending(&shared, sink).is_err() || skip || sink.synced >= sink.written {
+                flush(&shared, sink);
+                if skip || sink.synced >= sink.written {
                     return;
                 }
                 sink.file.try_clone().ok().map(|f| (f, sink.written))
             };
             if let Some((file, upto)) = target {
-                if file.sync_data().is_ok() {
-                    if let Some(sink) = shared.aof().as_mut() {
-                        sink.synced = sink.synced.max(upto);
+                let info = &shared.aof_info;
+                match file.sync_data() {
+                    Ok(()) => {
+                        info.fsync_failed.store(false, Ordering::Relaxed);
+                        if let Some(sink) = shared.aof().as_mut() {
+                            sink.synced = sink.synced.max(upto);
+                            publish_progress(&shared, Some(sink));
+                        }
+                    }
+                    Err(e) => {
+                        // Writes are refused until an fsync succeeds (aof_bio_fsync_status).
+                        if !info.fsync_failed.swap(true, Ordering::Relaxed) {
+                            tracing::warn!("Fail to fsync the AOF file: {}", strerror(&e));
+                        }
+                        info.last_errno
+                            .store(e.raw_os_error().unwrap_or(EIO), Ordering::Relaxed);
                     }
                 }
             }
@@ -403,10 +583,10 @@ fn rewrite_in_progress(shared: &Shared) -> bool {
 pub fn flush_all(shared: &Shared) {
     let mut guard = shared.aof();
     if let Some(sink) = guard.as_mut() {
-        if write_pending(shared, sink).is_ok() {
-            let _ = sink.file.sync_data();
+        if write_pending(shared, sink).is_ok() && sink.file.sync_data().is_ok() {
             sink.synced = sink.written;
         }
+        publish_progress(shared, Some(sink));
     }
 }
 
@@ -455,10 +635,9 @@ pub fn open_at_startup(shared: &Shared) -> Result<(), String> {
         }
         None => {
             // No AOF yet: a base of the current data, an empty incr, then the manifest.
-            let rdb = shared.config().aof_use_rdb_preamble;
             let snaps = snapshot_all(&engine.store);
-            let base = paths.base_name(1, rdb);
-            let base_size = write_base(shared, &paths, &base, rdb, &snaps)?;
+            let base = paths.base_name(1, base_is_rdb(shared));
+            let base_size = BaseJob::new(shared, paths.clone(), base.clone(), 1, snaps).write()?;
             let (file, incr) = open_incr(&paths, 1)?;
             let m = Manifest {
                 base: Some(ManifestEntry {
@@ -512,12 +691,16 @@ fn install_sink(
     shared
         .aof_always
         .store(fsync == AppendFsync::Always, Ordering::Relaxed);
+    let timestamps = shared.config().aof_timestamp_enabled;
     *guard = Some(AofSink {
         file,
         sub,
         buf: Vec::new(),
+        buffered_to: 0,
         written: 0,
         synced: 0,
+        timestamps,
+        last_ts: 0,
         fsync,
         last_fsync: Instant::now(),
         base_size,
@@ -532,10 +715,15 @@ fn install_sink(
 /// Stops the AOF (CONFIG SET appendonly no): writes what is pending, fsyncs, unsubscribes.
 fn stop(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) {
     if let Some(mut sink) = guard.take() {
-        sink.buf.clear();
+        // The keyspace lock is held here: drain as write_pending would, without retaking it.
         engine.stream.drain(sink.sub, &mut sink.buf);
-        let _ = sink.file.write_all(&sink.buf);
-        let _ = sink.file.sync_data();
+        if let Err(e) = sink
+            .file
+            .write_all(&sink.buf)
+            .and_then(|_| sink.file.sync_data())
+        {
+            tracing::warn!("Fail to fsync the AOF file: {}", strerror(&e));
+        }
         engine.unsubscribe_stream(sink.sub);
     }
     engine.aof_sub = None;
@@ -545,18 +733,19 @@ fn stop(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) {
 /// Brings the AOF in line with the configuration: `appendfsync`, and `appendonly` turned on (a
 /// rewrite writes the base of the current data first, as Redis) or off. Both locks are held.
 fn reconcile(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) {
-    let (on, fsync) = {
+    let (on, fsync, timestamps) = {
         let c = shared.config();
-        (c.appendonly, c.appendfsync)
+        (c.appendonly, c.appendfsync, c.aof_timestamp_enabled)
     };
     if let Some(s) = guard.as_mut() {
         s.fsync = fsync;
+        s.timestamps = timestamps;
     }
     shared
         .aof_always
         .store(fsync == AppendFsync::Always, Ordering::Relaxed);
     if on && guard.is_none() && !rewrite_in_progress(shared) {
-        if let Err(e) = start_rewrite_locked(shared, guard, engine) {
+        if let Err(e) = start_rewrite_locked(shared, guard, engine, true) {
             tracing::warn!("Can't turn the AOF on: {e}");
         }
     } else if !on && guard.is_some() && !rewrite_in_progress(shared) {
@@ -570,8 +759,9 @@ fn reconcile(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) 
         }
         due
     };
-    if scheduled && guard.is_some() && !rewrite_in_progress(shared) {
-        if let Err(e) = start_rewrite_locked(shared, guard, engine) {
+    // With the AOF off too: Redis 7.0 then writes a base and a manifest naming only it.
+    if scheduled && !rewrite_in_progress(shared) {
+        if let Err(e) = start_rewrite_locked(shared, guard, engine, false) {
             tracing::warn!("Background AOF rewrite failed to start: {e}");
         }
     }
@@ -588,10 +778,14 @@ fn snapshot_all(store: &Store) -> Vec<(usize, DbSnapshot)> {
 }
 
 /// Starts a rewrite (module essay). Both locks are held: the AOF (`guard`), then the keyspace.
+/// `turn_on`: CONFIG SET appendonly yes (subscribe now, the manifest appears with the base).
+/// With the AOF off and not turning on, BGREWRITEAOF as Redis 7.0 does it: a new base and a
+/// manifest naming only it (the files of an older manifest become history and are deleted).
 fn start_rewrite_locked(
     shared: &Shared,
     guard: &mut Option<AofSink>,
     engine: &mut Engine,
+    turn_on: bool,
 ) -> Result<(), String> {
     if rewrite_in_progress(shared) {
         return Err("Background append only file rewriting already in progress".into());
@@ -602,21 +796,27 @@ fn start_rewrite_locked(
     // Everything before the switch goes to the old incr file.
     let old_manifest = match guard.as_mut() {
         Some(sink) if !sink.manifest.is_empty() => {
-            sink.buf.clear();
-            engine.stream.drain(sink.sub, &mut sink.buf);
+            // The keyspace lock is held: drain here, then write what the sink buffers.
+            if let Some(end) = engine.stream.drain(sink.sub, &mut sink.buf) {
+                sink.buffered_to = end;
+            }
             sink.file
                 .write_all(&sink.buf)
                 .and_then(|_| sink.file.sync_data())
                 .map_err(|e| format!("Error writing to the AOF before the rewrite: {e}"))?;
             sink.incr_size += sink.buf.len() as u64;
             sink.buf.clear();
-            if let Some(o) = engine.stream.offset(sink.sub) {
-                sink.written = o;
-                sink.synced = o;
-            }
+            sink.written = sink.buffered_to;
+            sink.synced = sink.written;
+            sink.last_write_ok = true;
+            publish(shared, Some(sink));
             Some(Manifest::parse(&sink.manifest)?)
         }
-        _ => None,
+        Some(_) => return Err("the AOF is being turned on".into()),
+        None if !turn_on => {
+            return start_offline_rewrite(shared, &paths, engine);
+        }
+        None => None,
     };
     let snaps = snapshot_all(&engine.store);
     let next_incr = old_manifest
@@ -649,34 +849,111 @@ fn start_rewrite_locked(
             None
         }
     };
-    let rdb = shared.config().aof_use_rdb_preamble;
-    let base_name = paths.base_name(next_base, rdb);
+    let base_name = paths.base_name(next_base, base_is_rdb(shared));
+    let base = BaseJob::new(shared, paths, base_name, next_base, snaps);
+    spawn_base_writer(shared, base, Some(new_incr), interim)
+}
+
+/// What the rewrite thread needs to write a base.
+struct BaseJob {
+    paths: AofPaths,
+    name: String,
+    seq: u64,
+    rdb: bool,
+    timestamps: bool,
+    incremental_fsync: bool,
+    opts: SaveOptions,
+    snaps: Vec<(usize, DbSnapshot)>,
+}
+
+impl BaseJob {
+    fn new(
+        shared: &Shared,
+        paths: AofPaths,
+        name: String,
+        seq: u64,
+        snaps: Vec<(usize, DbSnapshot)>,
+    ) -> BaseJob {
+        let c = shared.config();
+        BaseJob {
+            paths,
+            name,
+            seq,
+            rdb: c.aof_use_rdb_preamble,
+            timestamps: c.aof_timestamp_enabled,
+            incremental_fsync: c.aof_rewrite_incremental_fsync,
+            opts: SaveOptions {
+                compression: c.rdbcompression,
+                checksum: c.rdbchecksum,
+            },
+            snaps,
+        }
+    }
+
+    fn write(&self) -> Result<u64, String> {
+        write_base_file(self)
+    }
+}
+
+fn base_is_rdb(shared: &Shared) -> bool {
+    shared.config().aof_use_rdb_preamble
+}
+
+/// BGREWRITEAOF with the AOF off (see [`start_rewrite_locked`]).
+fn start_offline_rewrite(
+    shared: &Shared,
+    paths: &AofPaths,
+    engine: &mut Engine,
+) -> Result<(), String> {
+    let old = match std::fs::read_to_string(paths.manifest()) {
+        Ok(text) => Manifest::parse(&text).ok(),
+        Err(_) => None,
+    };
+    let next_base = old
+        .as_ref()
+        .and_then(|m| m.base.as_ref().map(|e| e.seq + 1))
+        .unwrap_or(1);
+    let snaps = snapshot_all(&engine.store);
+    let name = paths.base_name(next_base, base_is_rdb(shared));
+    let base = BaseJob::new(shared, paths.clone(), name, next_base, snaps);
+    spawn_base_writer(shared, base, None, old)
+}
+
+/// Runs the rewrite thread: the base, then a manifest naming it and `incr` (if any), then the
+/// files of `old` that the new manifest no longer names are deleted.
+fn spawn_base_writer(
+    shared: &Shared,
+    base: BaseJob,
+    incr: Option<ManifestEntry>,
+    old: Option<Manifest>,
+) -> Result<(), String> {
     let job = Arc::new(AofRewriteJob {
         started: Instant::now(),
         outcome: std::sync::Mutex::new(None),
     });
     shared.persistence().aof_rewrite = Some(job.clone());
     let thread_job = job.clone();
-    let opts = snapshot::Target::from_shared(shared).opts;
     let spawned = std::thread::Builder::new()
         .name("aof-rewrite".into())
         .spawn(move || {
-            let r = write_base_file(&paths, &base_name, rdb, &snaps, opts).and_then(|_| {
+            let r = base.write().and_then(|_| {
                 let m = Manifest {
                     base: Some(ManifestEntry {
-                        name: base_name.clone(),
-                        seq: next_base,
+                        name: base.name.clone(),
+                        seq: base.seq,
                         kind: 'b',
                     }),
-                    incrs: vec![new_incr.clone()],
+                    incrs: incr.iter().cloned().collect(),
                     history: Vec::new(),
                 };
-                write_manifest(&paths, &m)?;
+                write_manifest(&base.paths, &m)?;
                 // The old files are history now: delete them.
-                if let Some(old) = &interim {
-                    for e in old.load_order() {
-                        if e.name != new_incr.name && e.name != base_name {
-                            let _ = std::fs::remove_file(paths.dir.join(&e.name));
+                if let Some(old) = &old {
+                    for e in old.load_order().chain(old.history.iter()) {
+                        let named =
+                            e.name == base.name || incr.as_ref().is_some_and(|i| i.name == e.name);
+                        if !named {
+                            let _ = std::fs::remove_file(base.paths.dir.join(&e.name));
                         }
                     }
                 }
@@ -761,42 +1038,76 @@ fn auto_rewrite_due(shared: &Shared, guard: &Option<AofSink>) -> bool {
 // Base files
 // ---------------------------------------------------------------------------------------------
 
-fn write_base(
-    shared: &Shared,
-    paths: &AofPaths,
-    name: &str,
-    rdb: bool,
-    snaps: &[(usize, DbSnapshot)],
-) -> Result<u64, String> {
-    let opts = snapshot::Target::from_shared(shared).opts;
-    write_base_file(paths, name, rdb, snaps, opts)
+/// Redis's rio autosync for the rewrite (`REDIS_AUTOSYNC_BYTES`): with
+/// `aof-rewrite-incremental-fsync yes` the base is fsynced every 4 MB as it is written, so the
+/// final fsync never has a whole base of dirty pages to push at once (which would stall the
+/// AOF's own fsyncs behind it).
+const AUTOSYNC_BYTES: u64 = 4 << 20;
+
+/// A file that fsyncs itself every `every` bytes written (0: never).
+struct AutoSync {
+    file: File,
+    every: u64,
+    since: u64,
 }
 
-fn write_base_file(
-    paths: &AofPaths,
-    name: &str,
-    rdb: bool,
-    snaps: &[(usize, DbSnapshot)],
-    opts: SaveOptions,
-) -> Result<u64, String> {
-    if rdb {
-        let target = Target {
-            dir: paths.dir.clone(),
-            filename: name.to_string(),
-            opts,
-        };
-        return snapshot::write_file(&target, None, |w| snapshot::write_snapshots(w, snaps));
+impl Write for AutoSync {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        if self.every > 0 {
+            self.since += n as u64;
+            if self.since >= self.every {
+                self.file.sync_data()?;
+                self.since = 0;
+            }
+        }
+        Ok(n)
     }
-    let path = paths.dir.join(name);
-    let tmp = paths
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Writes the base to a temp file, fsyncs it and renames it into place (then fsyncs the
+/// directory). Returns its size.
+fn write_base_file(job: &BaseJob) -> Result<u64, String> {
+    let path = job.paths.dir.join(&job.name);
+    let tmp = job
+        .paths
         .dir
         .join(format!("temp-rewriteaof-{}.aof", std::process::id()));
     let result = (|| {
-        let f = File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let size = write_commands(&mut w, snaps)?;
+        let file = AutoSync {
+            file: File::create(&tmp)?,
+            every: if job.incremental_fsync {
+                AUTOSYNC_BYTES
+            } else {
+                0
+            },
+            since: 0,
+        };
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let size = if job.rdb {
+            let mut r = RdbWriter::new(w, job.opts);
+            let ctime = crate::engine::now_ms() / 1000;
+            r.header_for(ctime, crate::engine::alloc::used_memory() as u64, true)?;
+            snapshot::write_snapshots(&mut r, &job.snaps)?;
+            let (inner, size) = r.finish()?;
+            w = inner;
+            size
+        } else {
+            let mut size = 0;
+            if job.timestamps {
+                // A command base starts with the time of the rewrite (Redis forces one).
+                let ts = format!("#TS:{}\r\n", crate::engine::now_ms() / 1000);
+                w.write_all(ts.as_bytes())?;
+                size += ts.len() as u64;
+            }
+            size + write_commands(&mut w, &job.snaps)?
+        };
         let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
+        f.file.sync_all()?;
         Ok::<u64, std::io::Error>(size)
     })();
     let size = result.map_err(|e| {
@@ -804,7 +1115,7 @@ fn write_base_file(
         io_context("Error writing the AOF base", &tmp, e)
     })?;
     std::fs::rename(&tmp, &path).map_err(|e| io_context("Can't install the AOF base", &path, e))?;
-    sync_dir(&paths.dir)?;
+    sync_dir(&job.paths.dir)?;
     Ok(size)
 }
 
@@ -924,6 +1235,7 @@ pub fn load(
     replay: &mut Replay,
 ) -> Result<AofLoadStats, AofLoadError> {
     let paths = AofPaths::from_shared(shared);
+    upgrade_single_file(shared, &paths).map_err(AofLoadError::Fatal)?;
     let text = match std::fs::read_to_string(paths.manifest()) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(AofLoadError::NotFound),
@@ -959,19 +1271,30 @@ pub fn load(
         }
         stats.files += 1;
         stats.bytes += data.len() as u64;
+        // An RDB base — or a Redis 6 file with an RDB preamble and commands after it: Redis's
+        // loader reads commands after the RDB part of any file.
+        let mut skip = 0usize;
         if data.starts_with(b"REDIS") {
+            let size = data.len();
             drop(data);
-            super::load_file(&path, &mut engine.store, verify).map_err(|e| {
+            let rdb = super::load_file(&path, &mut engine.store, verify).map_err(|e| {
                 AofLoadError::Fatal(format!(
                     "Bad file format reading the append only file {}: {e}",
                     entry.name
                 ))
             })?;
-            continue;
+            skip = usize::try_from(rdb.consumed).unwrap_or(size).min(size);
+            if skip == size {
+                continue;
+            }
+            data = read_from(&path, skip as u64).map_err(|e| {
+                AofLoadError::Fatal(io_context("Can't read the append-only file", &path, e))
+            })?;
         }
         match replay_commands(shared, &data, engine, replay, &mut stats) {
             Ok(()) => {}
             Err(ParseStop::Truncated(valid)) if last && truncated_ok => {
+                let valid = valid + skip;
                 tracing::warn!(
                     "!!! Warning: short read while loading the AOF file {}!!!",
                     entry.name
@@ -986,16 +1309,18 @@ pub fn load(
                 stats.truncated = true;
             }
             Err(ParseStop::Truncated(valid)) => {
+                let valid = valid + skip;
                 return Err(AofLoadError::Fatal(format!(
                     "Unexpected end of file reading the append only file {} at offset {valid}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                     entry.name
-                )))
+                )));
             }
             Err(ParseStop::Bad(offset)) => {
+                let offset = offset + skip;
                 return Err(AofLoadError::Fatal(format!(
                     "Bad file format reading the append only file {} at offset {offset}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
                     entry.name
-                )))
+                )));
             }
         }
     }
@@ -1005,6 +1330,71 @@ pub fn load(
         db.dirty = 0;
     }
     Ok(stats)
+}
+
+/// The file from byte `at` to its end.
+fn read_from(path: &Path, at: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(at))?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Redis 7.0's upgrade from a Redis 6 single-file AOF (`aofUpgradePrepare`): when
+/// `dir/appendfilename` exists and there is no AOF directory, or no manifest, or a manifest that
+/// names only that file as its base without having it, the file becomes the base of a new
+/// manifest (`file appendonly.aof seq 1 type b`, written first) and is moved into the directory.
+/// A crash in between is harmless: the next start finds the same situation and redoes it.
+fn upgrade_single_file(shared: &Shared, paths: &AofPaths) -> Result<(), String> {
+    let old = Path::new(&shared.config().dir).join(&paths.filename);
+    if !old.is_file() {
+        return Ok(());
+    }
+    let inside = paths.dir.join(&paths.filename);
+    let manifest = match std::fs::read_to_string(paths.manifest()) {
+        Ok(text) => Some(Manifest::parse(&text)?),
+        Err(_) => None,
+    };
+    let upgrade = match &manifest {
+        None => true,
+        Some(m) => {
+            m.incrs.is_empty()
+                && (m.base.is_none()
+                    || m.base.as_ref().is_some_and(|b| b.name == paths.filename)
+                        && !inside.exists())
+        }
+    };
+    if !upgrade {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&paths.dir)
+        .map_err(|e| io_context("Can't open or create append-only dir", &paths.dir, e))?;
+    let m = Manifest {
+        base: Some(ManifestEntry {
+            name: paths.filename.clone(),
+            seq: 1,
+            kind: 'b',
+        }),
+        incrs: Vec::new(),
+        history: Vec::new(),
+    };
+    write_manifest(paths, &m)?;
+    std::fs::rename(&old, &inside).map_err(|e| {
+        io_context(
+            "Error trying to move the old AOF file into the AOF dir",
+            &old,
+            e,
+        )
+    })?;
+    sync_dir(&paths.dir)?;
+    tracing::info!(
+        "Successfully migrated an old-style AOF file ({}) into the AOF directory ({}).",
+        paths.filename,
+        shared.config().appenddirname
+    );
+    Ok(())
 }
 
 enum ParseStop {
@@ -1142,7 +1532,8 @@ pub fn info_text(shared: &Shared, p: &crate::engine::PersistenceStatus) -> Strin
     out
 }
 
-/// Mirrors the sink's figures into the atomics INFO reads.
+/// Mirrors the sink's figures into the atomics INFO and the dispatcher read, and its progress
+/// into what waiting connections watch.
 fn publish(shared: &Shared, sink: Option<&AofSink>) {
     let i = &shared.aof_info;
     i.enabled.store(sink.is_some(), Ordering::Relaxed);
@@ -1151,8 +1542,25 @@ fn publish(shared: &Shared, sink: Option<&AofSink>) {
         i.incr_size.store(s.incr_size, Ordering::Relaxed);
         i.write_failed.store(!s.last_write_ok, Ordering::Relaxed);
     } else {
+        // Turning the AOF on again starts clean (Redis's startAppendOnly ignores old errors).
         i.write_failed.store(false, Ordering::Relaxed);
+        i.fsync_failed.store(false, Ordering::Relaxed);
     }
+    publish_progress(shared, sink);
+}
+
+fn publish_progress(shared: &Shared, sink: Option<&AofSink>) {
+    let p = sink.map_or(AofProgress::default(), |s| AofProgress {
+        sub: Some(s.sub),
+        written: s.written,
+        synced: s.synced,
+        write_failed: !s.last_write_ok,
+    });
+    shared.aof_commit.progress.send_if_modified(|old| {
+        let changed = *old != p;
+        *old = p;
+        changed
+    });
 }
 
 #[cfg(test)]

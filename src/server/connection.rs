@@ -123,47 +123,44 @@ pub async fn serve(
             if !requests.is_empty() {
                 let now = commands::now_ms();
                 handle.last_active_ms.store(now, Ordering::Relaxed);
-                let mut engine = shared.engine();
-                if engine.shut_down {
-                    // The final snapshot is taken: run nothing more, answer nothing more.
-                    drop(engine);
-                    requests.clear();
-                    close_after = true;
-                    break;
-                }
-                // Pushes published before this batch go out before its replies; pushes a command
-                // sends to this very client go out before that command's reply, as in Redis.
-                handle.outbox.drain_into(&mut outbuf);
-                let mut done = 0;
-                for argv in requests.iter() {
-                    let reply = commands::dispatch(&shared, &mut engine, &mut client, argv, now);
-                    handle.outbox.drain_into(&mut outbuf);
-                    reply.encode(client.proto, &mut outbuf);
-                    done += 1;
-                    if !client.after_reply.is_empty() {
-                        outbuf.extend_from_slice(&client.after_reply);
-                        client.after_reply.clear();
-                    }
-                    if client.action.is_some() {
+                // A block, so the keyspace guard is provably gone before the commit's await.
+                let (aof_upto, done) = {
+                    let mut engine = shared.engine();
+                    if engine.shut_down {
+                        // The final snapshot is taken: run nothing more, answer nothing more.
+                        drop(engine);
+                        requests.clear();
+                        close_after = true;
                         break;
                     }
-                }
-                super::replica::notify_fed(&shared, &mut engine);
-                let aof_upto = crate::persistence::aof::offset(&engine);
-                drop(engine);
-                requests.drain(..done);
-                // Group commit: this batch's writes reach the AOF (and the disk under
-                // `appendfsync always`) before its replies are sent.
-                if let Some(upto) = aof_upto {
-                    // Only `always` waits for an fsync, on a thread handed over by the runtime so
-                    // the other connections keep running (measured: fsyncing in place cut
-                    // pipelined `always` throughput ~5x); a plain write() to the page cache is
-                    // cheaper than that hand-over.
-                    if shared.aof_always.load(Ordering::Relaxed) {
-                        super::blocking(|| crate::persistence::aof::commit(&shared, upto));
-                    } else {
-                        crate::persistence::aof::commit(&shared, upto);
+                    // Pushes published before this batch go out before its replies; pushes a command
+                    // sends to this very client go out before that command's reply, as in Redis.
+                    handle.outbox.drain_into(&mut outbuf);
+                    let mut done = 0;
+                    for argv in requests.iter() {
+                        let reply =
+                            commands::dispatch(&shared, &mut engine, &mut client, argv, now);
+                        handle.outbox.drain_into(&mut outbuf);
+                        reply.encode(client.proto, &mut outbuf);
+                        done += 1;
+                        if !client.after_reply.is_empty() {
+                            outbuf.extend_from_slice(&client.after_reply);
+                            client.after_reply.clear();
+                        }
+                        if client.action.is_some() {
+                            break;
+                        }
                     }
+                    super::replica::notify_fed(&shared, &mut engine);
+                    let aof_upto = crate::persistence::aof::offset(&engine);
+                    drop(engine);
+                    (aof_upto, done)
+                };
+                requests.drain(..done);
+                // Group commit: this batch's writes are handed to the AOF writer; under
+                // `appendfsync always` its replies wait (asynchronously) for the fsync covering them.
+                if let Some(at) = aof_upto {
+                    crate::persistence::aof::commit(&shared, at).await;
                 }
             }
             if let Some(e) = protocol_error {

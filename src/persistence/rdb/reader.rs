@@ -54,6 +54,8 @@ pub struct LoadStats {
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
     /// The stored checksum was zero (not computed by the writer).
     pub checksum_absent: bool,
+    /// Bytes read, checksum included: where an RDB-preamble AOF's commands start.
+    pub consumed: u64,
 }
 
 /// A length or a special string encoding (§2.1).
@@ -423,6 +425,7 @@ impl<R: Read> RdbReader<R> {
                 });
             }
         }
+        stats.consumed = self.pos;
         Ok(stats)
     }
 }

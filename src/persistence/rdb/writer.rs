@@ -124,12 +124,17 @@ impl<W: Write> RdbWriter<W> {
 
     /// The file header: magic, version, and the AUX fields Redis 7.0 writes.
     pub fn header(&mut self, ctime: u64, used_mem: u64) -> std::io::Result<()> {
+        self.header_for(ctime, used_mem, false)
+    }
+
+    /// The header with `aof-base` 1 for an AOF base file (Redis's RDBFLAGS_AOF_PREAMBLE), 0 else.
+    pub fn header_for(&mut self, ctime: u64, used_mem: u64, aof_base: bool) -> std::io::Result<()> {
         self.raw(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
         self.aux(b"redis-ver", crate::REDIS_VERSION.as_bytes())?;
         self.aux(b"redis-bits", b"64")?;
         self.aux(b"ctime", ctime.to_string().as_bytes())?;
         self.aux(b"used-mem", used_mem.to_string().as_bytes())?;
-        self.aux(b"aof-base", b"0")
+        self.aux(b"aof-base", if aof_base { b"1" } else { b"0" })
     }
 
     pub fn aux(&mut self, name: &[u8], value: &[u8]) -> std::io::Result<()> {
