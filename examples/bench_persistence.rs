@@ -17,7 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyperbloom::persistence::rdb::SaveOptions;
 use hyperbloom::persistence::snapshot::{self, Target};
-use hyperbloom::store::bloom::{RawLink, ScalingBloom};
+use hyperbloom::store::bloom::{BitArray, RawLink, ScalingBloom};
 use hyperbloom::store::{Store, Value};
 
 fn xorshift(state: &mut u64) -> u64 {
@@ -69,7 +69,7 @@ fn bloom_store(total_mb: u64, fill_percent: u64) -> Store {
             bits: l.bits(),
             n2: 0,
             size: l.entries(),
-            data,
+            data: BitArray::from_bytes(&data).unwrap(),
         };
         let b = ScalingBloom::from_raw_parts(l.entries(), shape.options(), 2, vec![raw]).unwrap();
         store.dbs[0].insert(Bytes::from(format!("bf:{i}")), Value::Bloom(Box::new(b)));

@@ -219,6 +219,81 @@ pub enum LzfError {
     BadReference,
     #[error("LZF data decompresses to a length other than the stated one")]
     WrongLength,
+    #[error("the decompressed data could not be stored")]
+    Sink,
+}
+
+/// Decompresses `input`, which must produce exactly `out_len` bytes, handing the output to `sink`
+/// in order and in pieces, while holding only a window of recent output: a back-reference reaches
+/// at most 8192 bytes back, so a gigabyte-sized string (a sparse Bloom bit array) needs no
+/// gigabyte-sized buffer. `sink` returning false stops the decompression with [`LzfError::Sink`].
+/// Checks and errors are those of [`decompress_into`].
+pub fn decompress_streamed(
+    input: &[u8],
+    out_len: usize,
+    mut sink: impl FnMut(&[u8]) -> bool,
+) -> Result<(), LzfError> {
+    const KEEP: usize = MAX_OFF;
+    const FLUSH_AT: usize = 64 * 1024 + KEEP;
+    let mut win: Vec<u8> = Vec::with_capacity(FLUSH_AT + MAX_REF + MAX_LIT);
+    let mut flushed = 0usize;
+    let mut ip = 0usize;
+    while ip < input.len() {
+        if win.len() >= FLUSH_AT {
+            let n = win.len() - KEEP;
+            if !sink(&win[..n]) {
+                return Err(LzfError::Sink);
+            }
+            win.drain(..n);
+            flushed += n;
+        }
+        let produced = flushed + win.len();
+        let ctrl = input[ip] as usize;
+        ip += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            let lits = input.get(ip..ip + n).ok_or(LzfError::Truncated)?;
+            if produced + n > out_len {
+                return Err(LzfError::WrongLength);
+            }
+            win.extend_from_slice(lits);
+            ip += n;
+        } else {
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += *input.get(ip).ok_or(LzfError::Truncated)? as usize;
+                ip += 1;
+            }
+            let low = *input.get(ip).ok_or(LzfError::Truncated)? as usize;
+            ip += 1;
+            let dist = ((ctrl & 31) << 8) + low + 1;
+            let len = len + 2;
+            // The window keeps KEEP >= any distance once it has been flushed, so a reference
+            // inside the output produced so far is inside the window.
+            if dist > produced || dist > win.len() {
+                return Err(LzfError::BadReference);
+            }
+            if produced + len > out_len {
+                return Err(LzfError::WrongLength);
+            }
+            let from = win.len() - dist;
+            if dist >= len {
+                win.extend_from_within(from..from + len);
+            } else {
+                for i in 0..len {
+                    let b = win[from + i];
+                    win.push(b);
+                }
+            }
+        }
+    }
+    if flushed + win.len() != out_len {
+        return Err(LzfError::WrongLength);
+    }
+    if !win.is_empty() && !sink(&win) {
+        return Err(LzfError::Sink);
+    }
+    Ok(())
 }
 
 /// Decompresses `input`, which must produce exactly `out_len` bytes, appending to `out`
@@ -300,6 +375,33 @@ mod tests {
     }
 
     #[test]
+    fn streamed_decompression_of_a_large_sparse_array() {
+        let mut data = vec![0u8; 1 << 20];
+        for i in (0..data.len()).step_by(4099) {
+            data[i] = (i % 251) as u8 | 1;
+        }
+        let c = compress(&data, data.len()).unwrap();
+        let mut out = Vec::new();
+        let mut pieces = 0;
+        decompress_streamed(&c, data.len(), |p| {
+            pieces += 1;
+            out.extend_from_slice(p);
+            true
+        })
+        .unwrap();
+        assert!(pieces > 10, "{pieces} pieces");
+        assert_eq!(out, data);
+        assert_eq!(
+            decompress_streamed(&c, data.len(), |_| false),
+            Err(LzfError::Sink)
+        );
+        assert_eq!(
+            decompress_streamed(&c, data.len() - 1, |_| true),
+            Err(LzfError::WrongLength)
+        );
+    }
+
+    #[test]
     fn corrupt_streams_are_errors() {
         assert_eq!(decompress(&[0x05, 1, 2], 6), Err(LzfError::Truncated));
         assert_eq!(decompress(&[0x20, 0x00], 3), Err(LzfError::BadReference));
@@ -322,6 +424,22 @@ mod tests {
         fn round_trip_random(data in prop::collection::vec(any::<u8>(), 1..2000)) {
             let c = compress(&data, data.len() + 64).unwrap();
             prop_assert_eq!(decompress(&c, data.len()).unwrap(), data);
+        }
+
+        #[test]
+        fn streamed_decompression_matches(data in prop::collection::vec(prop::sample::select(vec![0u8, 0, 0, 1, b'a', 255]), 0..200_000), garbage in prop::collection::vec(any::<u8>(), 0..300), n in 0usize..5000) {
+            if let Some(c) = compress(&data, data.len() + 64) {
+                let mut out = Vec::new();
+                decompress_streamed(&c, data.len(), |p| { out.extend_from_slice(p); true }).unwrap();
+                prop_assert_eq!(out, data);
+            }
+            let mut out = Vec::new();
+            let streamed = decompress_streamed(&garbage, n, |p| { out.extend_from_slice(p); true });
+            let whole = decompress(&garbage, n);
+            prop_assert_eq!(streamed.is_ok(), whole.is_ok());
+            if let Ok(w) = whole {
+                prop_assert_eq!(out, w);
+            }
         }
 
         #[test]

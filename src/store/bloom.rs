@@ -700,7 +700,55 @@ pub struct RawLink {
     /// Items in the link.
     pub size: u64,
     /// The bit array; its length is the link's `bytes`.
-    pub data: Vec<u8>,
+    pub data: BitArray,
+}
+
+/// A link's bit array under construction, in the filter's own pages, so a loader can stream a
+/// gigabyte-sized array into place without holding a second copy (and all-zero pages of a sparse
+/// filter are never allocated).
+#[derive(Clone, Debug)]
+pub struct BitArray(PagedBits);
+
+/// Equal bytes, however they are paged.
+impl PartialEq for BitArray {
+    fn eq(&self, other: &BitArray) -> bool {
+        self.0.len == other.0.len && self.0.slices().flatten().eq(other.0.slices().flatten())
+    }
+}
+
+impl BitArray {
+    /// `len` zero bytes (only the page table is allocated).
+    pub fn zeroed(len: u64) -> Result<BitArray, RawPartsError> {
+        PagedBits::zeroed(len)
+            .map(BitArray)
+            .map_err(|_| RawPartsError::OutOfMemory)
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> Result<BitArray, RawPartsError> {
+        let mut a = BitArray::zeroed(bytes.len() as u64)?;
+        a.write(0, bytes)?;
+        Ok(a)
+    }
+
+    /// Writes `data` at byte `offset`; zeros written to a page never written before leave it
+    /// unallocated.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), RawPartsError> {
+        if offset.saturating_add(data.len() as u64) > self.0.len {
+            return Err(RawPartsError::BadLink);
+        }
+        self.0
+            .write(offset, data)
+            .map_err(|_| RawPartsError::OutOfMemory)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.0.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
 }
 
 /// bloom.md §10.3 step 2.4 for one link, minus the allocation: error, n2, bits, hashes. Also
@@ -1216,7 +1264,7 @@ impl ScalingBloom {
         }
         let mut total = 0u64;
         for r in &raw {
-            let bytes = r.data.len() as u64;
+            let bytes = r.data.len();
             if !link_fields_valid(r.error, r.n2, r.bits, bytes, r.bpe, r.hashes) {
                 return Err(RawPartsError::BadLink);
             }
@@ -1231,10 +1279,7 @@ impl ScalingBloom {
             .map_err(|_| RawPartsError::OutOfMemory)?;
         for r in raw {
             let n2 = r.n2 as u8; // validated ≤ 63
-            let mut data =
-                PagedBits::zeroed(r.data.len() as u64).map_err(|_| RawPartsError::OutOfMemory)?;
-            data.write(0, &r.data)
-                .map_err(|_| RawPartsError::OutOfMemory)?;
+            let data = r.data.0;
             links.push(Link {
                 entries: r.entries,
                 error: r.error,

@@ -27,7 +27,7 @@ use std::io::{Read, Write};
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
 use super::*;
-use crate::store::bloom::{RawLink, ScalingBloom};
+use crate::store::bloom::{BitArray, RawLink, ScalingBloom};
 use crate::store::cuckoo::{self, CuckooFilter, CuckooHeader};
 use crate::store::tdigest::{c_i64, Node, RawDigest, TDigest};
 use crate::store::Value;
@@ -239,8 +239,27 @@ pub fn read_bloom<R: Read>(r: &mut RdbReader<R>, encver: u16) -> Result<ScalingB
             ((entries as f64 * bpe) as u64, 0)
         };
         let data_at = r.offset();
-        let data = r.module_string("bit array")?;
-        if (data.len() as u64) < bits.div_ceil(8) {
+        r.expect_module_string("bit array")?;
+        // Streamed into the filter's pages: a gigabyte-sized link is never held twice.
+        let mut written = 0u64;
+        let data = r.string_streamed(
+            |len| {
+                BitArray::zeroed(len).map_err(|e| {
+                    RdbError::corrupt(
+                        format!("{BLOOM_TYPE} bit array of {len} bytes: {e:?}"),
+                        data_at,
+                    )
+                })
+            },
+            |a, piece| {
+                a.write(written, piece).map_err(|e| {
+                    RdbError::corrupt(format!("{BLOOM_TYPE} bit array: {e:?}"), data_at)
+                })?;
+                written += piece.len() as u64;
+                Ok(())
+            },
+        )?;
+        if data.len() < bits.div_ceil(8) {
             return Err(RdbError::corrupt(
                 format!(
                     "{BLOOM_TYPE} bit array is {} bytes, {bits} bits need {}",

@@ -174,6 +174,84 @@ impl<R: Read> RdbReader<R> {
     }
 
     /// A string in any of its encodings (§2.2).
+    /// A string delivered in pieces instead of one buffer: `start` gets its length once known
+    /// and makes the destination, `piece` then gets consecutive runs of its bytes. Only a 64 KiB
+    /// buffer (uncompressed) or the compressed bytes plus an 8 KiB window (LZF) are held, so a
+    /// gigabyte-sized module string loads without a gigabyte-sized copy.
+    pub fn string_streamed<T>(
+        &mut self,
+        start: impl FnOnce(u64) -> Result<T, RdbError>,
+        mut piece: impl FnMut(&mut T, &[u8]) -> Result<(), RdbError>,
+    ) -> Result<T, RdbError> {
+        let at = self.pos;
+        match self.len_or_enc()? {
+            Len::Len(n) => {
+                if n > self.remaining() {
+                    return Err(RdbError::Truncated { offset: self.pos });
+                }
+                let mut dest = start(n)?;
+                let mut buf = vec![0u8; (n as usize).min(64 * 1024)];
+                let mut left = n;
+                while left > 0 {
+                    let k = (left as usize).min(buf.len());
+                    self.fill(&mut buf[..k])?;
+                    piece(&mut dest, &buf[..k])?;
+                    left -= k as u64;
+                }
+                Ok(dest)
+            }
+            Len::Enc(3) => {
+                let clen = self.lenient_len()?;
+                let olen = self.lenient_len()?;
+                if clen > self.remaining() {
+                    return Err(RdbError::Truncated { offset: self.pos });
+                }
+                if olen > clen.saturating_mul(88) {
+                    return Err(RdbError::corrupt(
+                        format!("LZF string claims {olen} bytes from {clen} compressed bytes"),
+                        at,
+                    ));
+                }
+                let c = self.bytes(clen)?;
+                let mut dest = start(olen)?;
+                if olen == 0 {
+                    return Ok(dest);
+                }
+                let mut failed = None;
+                let r =
+                    lzf::decompress_streamed(&c, olen as usize, |p| match piece(&mut dest, p) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    });
+                match (r, failed) {
+                    (Ok(()), _) => Ok(dest),
+                    (Err(_), Some(e)) => Err(e),
+                    (Err(e), None) => Err(RdbError::corrupt(e.to_string(), at)),
+                }
+            }
+            Len::Enc(e) => {
+                // An integer encoding (a short string that reads as a number) is a few bytes.
+                let s = match e {
+                    0 => (self.byte()? as i8).to_string(),
+                    1 => i16::from_le_bytes(self.array()?).to_string(),
+                    2 => i32::from_le_bytes(self.array()?).to_string(),
+                    _ => {
+                        return Err(RdbError::corrupt(
+                            format!("unknown string encoding {e}"),
+                            self.pos - 1,
+                        ))
+                    }
+                };
+                let mut dest = start(s.len() as u64)?;
+                piece(&mut dest, s.as_bytes())?;
+                Ok(dest)
+            }
+        }
+    }
+
     pub fn string(&mut self) -> Result<Vec<u8>, RdbError> {
         match self.len_or_enc()? {
             Len::Len(n) => self.bytes(n),
@@ -243,6 +321,11 @@ impl<R: Read> RdbReader<R> {
     pub fn module_double(&mut self, what: &str) -> Result<f64, RdbError> {
         self.expect_opcode(MOD_DOUBLE, what)?;
         Ok(f64::from_le_bytes(self.array()?))
+    }
+
+    /// The opcode of a module string, before [`RdbReader::string_streamed`] reads it.
+    pub fn expect_module_string(&mut self, what: &str) -> Result<(), RdbError> {
+        self.expect_opcode(MOD_STRING, what)
     }
 
     pub fn module_string(&mut self, what: &str) -> Result<Vec<u8>, RdbError> {

@@ -479,14 +479,16 @@ fn raw_parts_round_trip_and_validation() {
             bits: l.bits(),
             n2: l.n2() as u64,
             size: l.size(),
-            data: l.bit_slices().flatten().copied().collect(),
+            data: BitArray::from_bytes(&l.bit_slices().flatten().copied().collect::<Vec<u8>>())
+                .expect("bits"),
         })
         .collect();
     let copy = ScalingBloom::from_raw_parts(bf.size(), bf.options(), bf.growth(), raw.clone())
         .expect("valid");
     assert_eq!(copy.header(), bf.header());
     let mut broken = raw.clone();
-    broken[0].data.pop();
+    let short = broken[0].data.len() - 1;
+    broken[0].data = BitArray::zeroed(short).expect("bits");
     assert_eq!(
         ScalingBloom::from_raw_parts(bf.size(), bf.options(), bf.growth(), broken).err(),
         Some(RawPartsError::BadLink)
