@@ -94,6 +94,15 @@ fn client_setinfo(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
+    info_string(ctx.pubsub, h)
+}
+
+/// One client's CLIENT LIST line (Redis's catClientInfoString), also the text of the
+/// output-buffer-limit log line.
+pub fn info_string(
+    pubsub: &crate::engine::pubsub::PubSub,
+    h: &crate::engine::ClientHandle,
+) -> String {
     let lock = |m: &std::sync::Mutex<Option<Bytes>>| {
         m.lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -113,6 +122,7 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
             .map(|s| s.name.to_string())
             .unwrap_or_default()
     };
+    let (obl, omem) = crate::engine::ClientHandle::output_split(h.output_pending());
     // Redis's order: P (pub/sub), then x (MULTI); N when none applies.
     let mut flags = String::new();
     if h.is_replica.load(Ordering::Relaxed) {
@@ -121,7 +131,7 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
     if h.is_master.load(Ordering::Relaxed) {
         flags.push('M');
     }
-    if ctx.pubsub.is_subscriber(h.id) {
+    if pubsub.is_subscriber(h.id) {
         flags.push('P');
     }
     if h.multi.load(Ordering::Relaxed) {
@@ -131,7 +141,7 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -140,10 +150,17 @@ fn client_line(ctx: &Ctx, h: &crate::engine::ClientHandle) -> String {
         idle,
         flags,
         h.db.load(Ordering::Relaxed),
-        ctx.pubsub.count(Kind::Channel, h.id),
-        ctx.pubsub.count(Kind::Pattern, h.id),
-        ctx.pubsub.count(Kind::Shard, h.id),
+        pubsub.count(Kind::Channel, h.id),
+        pubsub.count(Kind::Pattern, h.id),
+        pubsub.count(Kind::Shard, h.id),
         if h.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+        h.mem.qbuf.load(Ordering::Relaxed),
+        h.mem.qbuf_free.load(Ordering::Relaxed),
+        h.mem.argv_mem.load(Ordering::Relaxed),
+        obl,
+        omem.div_ceil(crate::engine::shared::REPLY_BUFFER_BYTES),
+        omem,
+        h.total_memory(),
         cmd_name,
         h.proto.load(Ordering::Relaxed),
         lock(&h.lib_name),

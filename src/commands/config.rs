@@ -80,7 +80,14 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
             )));
         }
-        if let Err(why) = (d.set)(&mut updated, &[value]) {
+        let set = if d.name == crate::config::OBUF_DIRECTIVE {
+            // Redis splits this multi-argument config's CONFIG SET value on single spaces.
+            let words = crate::config::obuf::config_set_words(&value);
+            crate::config::obuf::set_words(&mut updated.client_obuf_limits, &words)
+        } else {
+            (d.set)(&mut updated, &[value])
+        };
+        if let Err(why) = set {
             return Err(CmdError::Owned(format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
             )));
@@ -90,6 +97,8 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         .maxmemory
         .store(updated.maxmemory, Ordering::Relaxed);
     ctx.store.set_notify_flags(updated.notify_keyspace_events);
+    // Deliveries to subscribers apply the pubsub class under the keyspace lock, which this holds.
+    ctx.pubsub.limit = Some(updated.client_obuf_limits.pubsub);
     // A new password does not log out connected clients, as in Redis.
     ctx.shared.replace_config(updated);
     Ok(Reply::ok())

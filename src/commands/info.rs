@@ -98,11 +98,24 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
         }
         "clients" => {
-            let n = shared.clients().len();
+            // The largest query and output buffers now (Redis's "recent" figures are the
+            // largest of the last few seconds).
+            let (n, max_in, max_out) = {
+                let clients = shared.clients();
+                let max_in = clients
+                    .values()
+                    .map(|h| h.mem.qbuf.load(Ordering::Relaxed))
+                    .max();
+                let max_out = clients
+                    .values()
+                    .map(|h| crate::engine::ClientHandle::output_split(h.output_pending()).1)
+                    .max();
+                (clients.len(), max_in.unwrap_or(0), max_out.unwrap_or(0))
+            };
             let maxclients = ctx.config().maxclients;
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
             );
         }
         "memory" => {

@@ -16,6 +16,9 @@ use std::fmt;
 use crate::protocol::parser::split_args;
 
 pub mod accepted;
+pub mod obuf;
+
+pub use obuf::{ObufLimits, OutputLimit};
 
 /// The whole configuration.
 #[derive(Debug, Clone)]
@@ -102,8 +105,8 @@ pub struct Config {
     pub repl_diskless_sync_delay: u64,
     pub min_replicas_to_write: u64,
     pub min_replicas_max_lag: u64,
-    /// `client-output-buffer-limit replica <hard> <soft> <seconds>`.
-    pub obuf_limit_replica: (u64, u64, u64),
+    /// `client-output-buffer-limit`: the normal, replica and pubsub classes ([`obuf`]).
+    pub client_obuf_limits: ObufLimits,
     /// Values given to accepted, not implemented directives ([`accepted::ACCEPTED`]).
     pub accepted: BTreeMap<&'static str, String>,
     /// Accepted, not implemented directives met while reading the configuration, in order, once
@@ -180,7 +183,7 @@ impl Default for Config {
             repl_diskless_sync_delay: 5,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
-            obuf_limit_replica: (256 * 1024 * 1024, 64 * 1024 * 1024, 60),
+            client_obuf_limits: ObufLimits::default(),
             accepted: BTreeMap::new(),
             not_implemented: Vec::new(),
         }
@@ -1100,34 +1103,31 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
     Directive {
-        name: "client-output-buffer-limit",
-        doc: "Per class <class> <hard> <soft> <seconds>; only the replica class is enforced here.",
+        name: OBUF_DIRECTIVE,
+        doc: "Per class (normal, replica, pubsub): <class> <hard> <soft> <soft-seconds>; closes a client over hard, or over soft for longer than soft-seconds.",
         mutable: true,
-        get: |c| {
-            let (h, s, t) = c.obuf_limit_replica;
-            format!("normal 0 0 0 slave {h} {s} {t} pubsub 33554432 8388608 60")
-        },
+        get: |c| c.client_obuf_limits.render(),
         set: |c, a| {
-            let words: Vec<&str> = a.iter().flat_map(|s| s.split_whitespace()).collect();
-            if words.is_empty() || !words.len().is_multiple_of(4) {
-                return Err("Wrong number of arguments in buffer limit configuration.".into());
-            }
-            for w in words.chunks(4) {
-                let class = w[0].to_ascii_lowercase();
-                if !["normal", "replica", "slave", "pubsub"].contains(&class.as_str()) {
-                    return Err("Invalid client class specified in buffer limit configuration.".into());
+            // One word is split again as Redis splits a multi-argument config given quoted.
+            let split;
+            let words: Vec<&str> = match a {
+                [one] if !one.is_empty() => {
+                    split = split_args(one.as_bytes())
+                        .map_err(|_| obuf::WRONG_NUMBER.to_string())?
+                        .into_iter()
+                        .map(|w| String::from_utf8_lossy(&w).into_owned())
+                        .collect::<Vec<String>>();
+                    split.iter().map(String::as_str).collect()
                 }
-                let hard = parse_memory(w[1]).map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
-                let soft = parse_memory(w[2]).map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
-                let secs = w[3].parse::<u64>().map_err(|_| "Error in hard, soft or soft_seconds setting in buffer limit configuration.")?;
-                if class == "replica" || class == "slave" {
-                    c.obuf_limit_replica = (hard, soft, secs);
-                }
-            }
-            Ok(())
+                _ => a.iter().map(String::as_str).collect(),
+            };
+            obuf::set_words(&mut c.client_obuf_limits, &words)
         },
     },
 ];
+
+/// The name of `client-output-buffer-limit`, whose CONFIG SET and REWRITE differ from the table's.
+pub const OBUF_DIRECTIVE: &str = "client-output-buffer-limit";
 
 /// Redis's old names for the replication directives.
 pub static ALIASES: &[(&str, &str)] = &[
@@ -1307,6 +1307,14 @@ impl Config {
     pub fn render(&self) -> String {
         let mut out = String::from("# Written by hyperbloom CONFIG REWRITE\n");
         for d in DIRECTIVES {
+            if d.name == OBUF_DIRECTIVE {
+                // One line per class, as Redis's rewriteConfigClientOutputBufferLimitOption.
+                for line in self.client_obuf_limits.rewrite_lines(d.name) {
+                    out.push_str(&line);
+                    out.push('\n');
+                }
+                continue;
+            }
             let v = (d.get)(self);
             out.push_str(d.name);
             out.push(' ');

@@ -20,7 +20,7 @@
 //! pattern table iterates in hash order, as Redis's dict does.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -45,41 +45,12 @@ pub struct Outbox {
     buf: Mutex<BytesMut>,
     /// `buf.len()`, readable without the lock (the connection checks it after every command).
     len: AtomicUsize,
-    /// Unix seconds since the outbox has been above the soft limit (0 = it is not).
-    soft_since: AtomicU64,
     /// Wakes the connection's task.
     pub ready: Notify,
 }
 
-/// `client-output-buffer-limit` for one class: close when `hard` bytes are pending, or when more
-/// than `soft` bytes have been pending for `soft_seconds` (0 disables a limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputLimit {
-    pub hard: u64,
-    pub soft: u64,
-    pub soft_seconds: u64,
-}
-
-impl OutputLimit {
-    /// Redis's default for the pubsub class: `32mb 8mb 60`.
-    pub const PUBSUB_DEFAULT: OutputLimit = OutputLimit {
-        hard: 32 * 1024 * 1024,
-        soft: 8 * 1024 * 1024,
-        soft_seconds: 60,
-    };
-
-    /// True if a client with `pending` bytes, above the soft limit since `soft_since` (unix s,
-    /// 0 = not above), must be closed at `now` (unix s).
-    pub fn exceeded(&self, pending: u64, soft_since: u64, now: u64) -> bool {
-        if self.hard > 0 && pending >= self.hard {
-            return true;
-        }
-        self.soft > 0
-            && pending >= self.soft
-            && soft_since > 0
-            && now - soft_since.min(now) >= self.soft_seconds
-    }
-}
+/// `client-output-buffer-limit` for one class (the pubsub class applies at each delivery).
+pub use crate::config::OutputLimit;
 
 impl Outbox {
     /// Bytes waiting.
@@ -122,24 +93,7 @@ impl Outbox {
             buf.clear();
         }
         self.len.store(0, Ordering::Release);
-        self.soft_since.store(0, Ordering::Relaxed);
         n
-    }
-
-    /// Applies an output limit to what is pending; true if the client must be closed.
-    pub fn over_limit(&self, limit: &OutputLimit, now_s: u64) -> bool {
-        let pending = self.pending() as u64;
-        if limit.soft > 0 && pending >= limit.soft {
-            let _ = self.soft_since.compare_exchange(
-                0,
-                now_s.max(1),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
-        } else {
-            self.soft_since.store(0, Ordering::Relaxed);
-        }
-        limit.exceeded(pending, self.soft_since.load(Ordering::Relaxed), now_s)
     }
 }
 
@@ -218,7 +172,7 @@ fn message_body(kind: &[u8], pattern: Option<&[u8]>, channel: &[u8], payload: &[
 impl PubSub {
     pub fn new() -> PubSub {
         PubSub {
-            limit: Some(OutputLimit::PUBSUB_DEFAULT),
+            limit: Some(crate::config::ObufLimits::default().pubsub),
             ..PubSub::default()
         }
     }
@@ -373,12 +327,9 @@ impl PubSub {
         let proto = c.proto.load(Ordering::Relaxed) as u8;
         c.outbox.push_frame(proto, items, body);
         if let Some(limit) = &self.limit {
-            if c.outbox.over_limit(limit, now_s) {
-                tracing::warn!(
-                    id = c.id,
-                    "closing client for overcoming of output buffer limits (pubsub class)"
-                );
-                c.kill();
+            // What is pending for it in all: the outbox and the replies its task has not written.
+            if c.output_limit_reached(limit, c.output_pending(), now_s) {
+                c.close_for_output_limit();
             }
         }
     }
@@ -599,18 +550,19 @@ mod tests {
 
     #[test]
     fn soft_limit_needs_its_duration() {
-        let l = OutputLimit {
+        let mut ps = PubSub::new();
+        ps.limit = Some(OutputLimit {
             hard: 0,
             soft: 10,
             soft_seconds: 5,
-        };
-        let o = Outbox::default();
-        o.push_raw(&[0; 20]);
-        assert!(!o.over_limit(&l, 100));
-        assert!(!o.over_limit(&l, 104));
-        assert!(o.over_limit(&l, 105));
-        let mut out = BytesMut::new();
-        o.drain_into(&mut out);
-        assert!(!o.over_limit(&l, 200));
+        });
+        let a = client(1);
+        ps.subscribe(Kind::Channel, &a, &Bytes::from("c"));
+        ps.publish(b"c", &[b'x'; 20], 100);
+        ps.publish(b"c", &[b'x'; 20], 105);
+        assert!(!a.killed.load(Ordering::Relaxed));
+        ps.publish(b"c", &[b'x'; 20], 106);
+        assert!(a.killed.load(Ordering::Relaxed));
+        assert!(a.obuf_closed.load(Ordering::Relaxed));
     }
 }

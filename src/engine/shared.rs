@@ -13,6 +13,10 @@ use tokio::sync::Notify;
 use super::{now_ms, Engine};
 use crate::config::Config;
 
+/// Redis's fixed per-client reply buffer (PROTO_REPLY_CHUNK_BYTES): output up to this size is
+/// CLIENT LIST's `obl` and does not count toward `omem` nor the output buffer limits.
+pub const REPLY_BUFFER_BYTES: usize = 16 * 1024;
+
 /// One connected client as others see it (CLIENT LIST, CLIENT KILL, INFO clients).
 pub struct ClientHandle {
     pub id: u64,
@@ -38,6 +42,28 @@ pub struct ClientHandle {
     pub kill: Notify,
     /// Pub/sub messages, keyspace events, invalidations and MONITOR lines waiting to be written.
     pub outbox: super::pubsub::Outbox,
+    /// What the connection holds in its buffers, published for CLIENT LIST and the output limits.
+    pub mem: ClientMem,
+    /// Unix seconds since the pending output is at or above the class's soft limit (0 = it is not).
+    obuf_soft_since: AtomicU64,
+    /// Set when an output buffer limit closes the client: the connection logs Redis's line.
+    pub obuf_closed: AtomicBool,
+}
+
+/// A connection's buffer figures, stored by its task (relaxed: they are statistics and limits,
+/// read by other clients' CLIENT LIST and by pub/sub delivery).
+#[derive(Default)]
+pub struct ClientMem {
+    /// Unparsed request bytes (CLIENT LIST `qbuf`) and the room left in that buffer (`qbuf-free`).
+    pub qbuf: AtomicUsize,
+    pub qbuf_free: AtomicUsize,
+    /// Arguments parsed and not yet executed, the running command's included (`argv-mem`).
+    pub argv_mem: AtomicUsize,
+    /// Reply bytes not yet written to the socket (with the outbox: `omem`). For a replica, how far
+    /// its stream lags behind the primary's offset.
+    pub out_pending: AtomicUsize,
+    /// Allocated capacity of the connection's reply buffer (part of `tot-mem`).
+    pub out_capacity: AtomicUsize,
 }
 
 impl ClientHandle {
@@ -60,12 +86,68 @@ impl ClientHandle {
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             outbox: Default::default(),
+            mem: ClientMem::default(),
+            obuf_soft_since: AtomicU64::new(0),
+            obuf_closed: AtomicBool::new(false),
         }
     }
 
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill.notify_one();
+    }
+
+    /// Output waiting for this client: unwritten replies plus the outbox.
+    pub fn output_pending(&self) -> usize {
+        self.mem.out_pending.load(Ordering::Relaxed) + self.outbox.pending()
+    }
+
+    /// CLIENT LIST `obl` and `omem` of `pending` bytes: Redis keeps the first
+    /// [`REPLY_BUFFER_BYTES`] of a client's output in its fixed reply buffer (`obl`) and only
+    /// what overflows it in the reply list (`omem`), which is what the output limits measure.
+    pub fn output_split(pending: usize) -> (usize, usize) {
+        let obl = pending.min(REPLY_BUFFER_BYTES);
+        (obl, pending - obl)
+    }
+
+    /// CLIENT LIST `tot-mem`: the handle, the query and reply buffers' allocations, the outbox
+    /// and the parsed arguments.
+    pub fn total_memory(&self) -> usize {
+        std::mem::size_of::<ClientHandle>()
+            + self.mem.qbuf.load(Ordering::Relaxed)
+            + self.mem.qbuf_free.load(Ordering::Relaxed)
+            + self.mem.out_capacity.load(Ordering::Relaxed)
+            + self.outbox.pending()
+            + self.mem.argv_mem.load(Ordering::Relaxed)
+    }
+
+    /// Applies an output buffer limit class to `pending` bytes at unix second `now_s` (Redis's
+    /// checkClientOutputBufferLimits, with this client's soft-limit clock). True when the client
+    /// must be closed; the caller then calls [`ClientHandle::close_for_output_limit`].
+    pub fn output_limit_reached(
+        &self,
+        limit: &crate::config::OutputLimit,
+        pending: usize,
+        now_s: u64,
+    ) -> bool {
+        let (_, omem) = ClientHandle::output_split(pending);
+        let mut since = self.obuf_soft_since.load(Ordering::Relaxed);
+        let reached = limit.reached(omem as u64, &mut since, now_s);
+        self.obuf_soft_since.store(since, Ordering::Relaxed);
+        reached
+    }
+
+    /// When a client above its class's soft limit becomes closable (unix s), if it is above it.
+    pub fn soft_deadline(&self, limit: &crate::config::OutputLimit) -> Option<u64> {
+        limit.soft_deadline(self.obuf_soft_since.load(Ordering::Relaxed))
+    }
+
+    /// Closes the client asynchronously for overcoming its output buffer limit: its task drops
+    /// the pending output, logs Redis's line and closes (Redis's freeClientAsync).
+    pub fn close_for_output_limit(&self) {
+        if !self.obuf_closed.swap(true, Ordering::SeqCst) {
+            self.kill();
+        }
     }
 }
 
@@ -301,7 +383,8 @@ impl Shared {
         let maxmemory = config.maxmemory;
         let knobs = ReplKnobs::default();
         knobs.update(&config);
-        Arc::new(Shared {
+        let pubsub_limit = config.client_obuf_limits.pubsub;
+        let shared = Arc::new(Shared {
             config: RwLock::new(config),
             engine: Mutex::new(engine),
             clients: Mutex::new(HashMap::new()),
@@ -323,7 +406,9 @@ impl Shared {
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
-        })
+        });
+        shared.engine().pubsub.limit = Some(pubsub_limit);
+        shared
     }
 
     /// The configuration for reading. A poisoned lock still holds a valid config: recover it.

@@ -5,20 +5,80 @@
 //! are decoded together, executed with a single lock acquisition and answered with a single write.
 //! Before a client has authenticated, requests run one at a time so that the smaller
 //! unauthenticated protocol limits apply exactly until AUTH succeeds, as in Redis.
+//!
+//! # Output: the pause bound and `client-output-buffer-limit`
+//!
+//! Replies collect in `outbuf` and are written when the batch ends. Redis keeps executing whatever
+//! a client sends and queues every reply, so with its default (`normal 0 0 0`: no limit) a client
+//! that pipelines `GET bigkey` and never reads makes it hold every reply: 1.37 GB for 200,000 GETs
+//! of a 1 MiB value. Here a batch stops executing once [`OUTPUT_PAUSE_BYTES`] (1 MiB) of output is
+//! pending; the rest waits until that output is written, which for a client that never reads is
+//! never. While the write waits, the connection keeps *reading* requests (without executing
+//! them) up to `client-query-buffer-limit`, so a client that writes a whole pipeline before it
+//! reads any reply cannot deadlock against us; past that limit it is closed, as Redis closes a
+//! query buffer over the limit. So with the default config one connection holds at most:
+//!
+//! ```text
+//!   1 MiB of replies + the largest single reply (one command's reply is never cut)
+//!   + its unexecuted requests (at most client-query-buffer-limit, 1 GB by default;
+//!     26 bytes per `GET bigkey`) + the kernel's socket buffers
+//! ```
+//!
+//! When the client's class (normal, or pubsub for a subscriber) has a non-zero limit, the pause
+//! moves up to the larger of 1 MiB, the hard and the soft limit, so the limit acts as in Redis: at
+//! or above the hard limit, or at or above the soft limit for longer than its seconds, the client
+//! is closed asynchronously with Redis's log line ("Client <CLIENT LIST line> scheduled to be
+//! closed ASAP for overcoming of output buffer limits."). The checks run after each reply, on
+//! each pub/sub delivery (`engine::pubsub`), and while a write waits (a timer for the soft limit).
+//! Replicas are checked in `server::replica` against the replica class.
+//!
+//! What the connection holds is published on its [`ClientHandle`] (`mem`) for CLIENT LIST's
+//! `qbuf`, `qbuf-free`, `argv-mem`, `omem` and `tot-mem`, and for the limits.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::commands::{self, Action, ClientState};
+use crate::config::{ObufLimits, OutputLimit};
 use crate::engine::{ClientHandle, Shared};
 use crate::protocol::parser::{ParserLimits, RequestParser};
 
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Pending output at which a connection stops executing its requests until the output is
+/// written (the module essay gives the resulting bound per connection). Pipelines lose nothing:
+/// 1 MiB of replies per write is far past where batching stops paying.
+pub const OUTPUT_PAUSE_BYTES: usize = 1 << 20;
+
+/// Where a batch pauses for a client whose class has `limit`: 1 MiB, or the class's hard or soft
+/// limit when larger, so that a configured limit is reached (and closes) as in Redis.
+fn pause_at(limit: &OutputLimit) -> usize {
+    OUTPUT_PAUSE_BYTES
+        .max(usize::try_from(limit.hard).unwrap_or(usize::MAX))
+        .max(usize::try_from(limit.soft).unwrap_or(usize::MAX))
+}
+
+/// Bytes of parsed, not yet executed arguments (CLIENT LIST `argv-mem`).
+fn argv_bytes(requests: &[Vec<Bytes>]) -> usize {
+    requests
+        .iter()
+        .map(|a| a.iter().map(Bytes::len).sum::<usize>())
+        .sum()
+}
+
+/// Publishes the query buffer's figures for CLIENT LIST.
+fn publish_input(handle: &ClientHandle, inbuf: &BytesMut) {
+    handle.mem.qbuf.store(inbuf.len(), Ordering::Relaxed);
+    handle
+        .mem
+        .qbuf_free
+        .store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
+}
 
 /// Serves one client until it quits, errs, is killed, times out or the server stops.
 pub async fn serve(
@@ -35,9 +95,16 @@ pub async fn serve(
     let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut requests: Vec<Vec<Bytes>> = Vec::new();
     let mut resume = false;
+    // A protocol error found after requests that a paused batch has not executed yet.
+    let mut deferred_error = None;
+    // The peer closed its side while we were writing: no more reads.
+    let mut read_closed = false;
     // Config values read per request, cached until a CONFIG SET moves the generation.
     let mut config_gen = u64::MAX;
     let (mut idle_timeout, mut max_bulk_len, mut query_limit) = (0u64, 0usize, 0usize);
+    let mut obuf_limits = ObufLimits::default();
+    // The output limit of the client's class as of its last batch (normal or pubsub).
+    let mut class_limit = obuf_limits.normal;
 
     'conn: loop {
         // ---- read --------------------------------------------------------------------------
@@ -46,15 +113,19 @@ pub async fn serve(
             let c = shared.config();
             (idle_timeout, max_bulk_len, query_limit) =
                 (c.timeout, c.proto_max_bulk_len, c.client_query_buffer_limit);
+            obuf_limits = c.client_obuf_limits;
             config_gen = gen;
         }
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
         }
-        // After a WAIT, the rest of the pipeline is already here: run it before reading more.
+        // After a WAIT, a paused batch, or requests read while a write waited, the work is already
+        // here: run it before reading more.
         let resuming = std::mem::take(&mut resume) && resumed_round(&requests, &inbuf);
         let n = if resuming {
             Ok(Some(usize::MAX))
+        } else if read_closed {
+            Ok(Some(0))
         } else {
             let read = async {
                 if idle_timeout > 0 {
@@ -99,6 +170,7 @@ pub async fn serve(
 
         // ---- parse and execute --------------------------------------------------------------
         let mut close_after = false;
+        let mut paused = false;
         loop {
             let limits = ParserLimits {
                 max_bulk_len,
@@ -107,7 +179,7 @@ pub async fn serve(
             let mut protocol_error = None;
             // Unauthenticated clients take one request per round so AUTH lifts the limits in time.
             let batch_max = if client.authenticated { usize::MAX } else { 1 };
-            while requests.len() < batch_max {
+            while requests.len() < batch_max && deferred_error.is_none() {
                 match parser.next_request(&mut inbuf, &limits) {
                     Ok(Some(argv)) => requests.push(argv),
                     Ok(None) => break,
@@ -117,7 +189,8 @@ pub async fn serve(
                     }
                 }
             }
-            if requests.is_empty() && protocol_error.is_none() {
+            publish_input(&handle, &inbuf);
+            if requests.is_empty() && protocol_error.is_none() && deferred_error.is_none() {
                 break;
             }
             if !requests.is_empty() {
@@ -133,6 +206,17 @@ pub async fn serve(
                         close_after = true;
                         break;
                     }
+                    class_limit = if engine.pubsub.is_subscriber(handle.id) {
+                        obuf_limits.pubsub
+                    } else {
+                        obuf_limits.normal
+                    };
+                    let limited = class_limit != OutputLimit::NONE;
+                    let pause = pause_at(&class_limit);
+                    handle
+                        .mem
+                        .argv_mem
+                        .store(argv_bytes(&requests), Ordering::Relaxed);
                     // Pushes published before this batch go out before its replies; pushes a command
                     // sends to this very client go out before that command's reply, as in Redis.
                     handle.outbox.drain_into(&mut outbuf);
@@ -150,6 +234,26 @@ pub async fn serve(
                         if client.action.is_some() {
                             break;
                         }
+                        if limited {
+                            let pending = outbuf.len() + handle.outbox.pending();
+                            if handle.output_limit_reached(&class_limit, pending, now / 1000) {
+                                handle
+                                    .mem
+                                    .out_pending
+                                    .store(outbuf.len(), Ordering::Relaxed);
+                                handle.close_for_output_limit();
+                                break;
+                            }
+                        }
+                        if outbuf.len() >= pause {
+                            paused = true;
+                            break;
+                        }
+                    }
+                    // A SUBSCRIBE in this batch moves the client to the pubsub class for its
+                    // writes.
+                    if engine.pubsub.is_subscriber(handle.id) {
+                        class_limit = obuf_limits.pubsub;
                     }
                     super::replica::notify_fed(&shared, &mut engine);
                     let aof_upto = crate::persistence::aof::offset(&engine);
@@ -157,12 +261,26 @@ pub async fn serve(
                     (aof_upto, done)
                 };
                 requests.drain(..done);
+                handle
+                    .mem
+                    .argv_mem
+                    .store(argv_bytes(&requests), Ordering::Relaxed);
                 // Group commit: this batch's writes are handed to the AOF writer; under
                 // `appendfsync always` its replies wait (asynchronously) for the fsync covering them.
                 if let Some(at) = aof_upto {
                     crate::persistence::aof::commit(&shared, at).await;
                 }
+                if handle.killed.load(Ordering::Relaxed) {
+                    break;
+                }
             }
+            if paused && !requests.is_empty() {
+                // Write what is pending first; a protocol error comes after the requests before
+                // it, in a later round.
+                deferred_error = deferred_error.or(protocol_error);
+                break;
+            }
+            let protocol_error = protocol_error.or(deferred_error.take());
             if let Some(e) = protocol_error {
                 // Redis replies with the protocol error, then closes once replies are written.
                 // The exact bytes: the unexpected byte in "expected '$', got 'X'" is sent raw.
@@ -172,7 +290,7 @@ pub async fn serve(
                 close_after = true;
                 break;
             }
-            if client.action.is_some() || batch_max == usize::MAX {
+            if client.action.is_some() || batch_max == usize::MAX || paused {
                 break;
             }
         }
@@ -187,30 +305,114 @@ pub async fn serve(
         // ---- write ---------------------------------------------------------------------------
         handle.outbox.drain_into(&mut outbuf);
         if handle.killed.load(Ordering::Relaxed) {
-            // Killed by an output buffer limit while the batch ran: drop what is pending.
+            // Killed (CLIENT KILL, or an output buffer limit) while the batch ran: drop what is
+            // pending.
             break;
         }
+        let mut read_while_writing = false;
+        // The write stopped short, below the bound, to run requests that are waiting.
+        let mut partial = false;
         if !outbuf.is_empty() {
-            shared
-                .stats
-                .net_output_bytes
-                .fetch_add(outbuf.len() as u64, Ordering::Relaxed);
-            // A subscriber that stops reading blocks here; an output buffer limit then kills it.
-            let written = tokio::select! {
-                r = stream.write_all(&outbuf) => r.is_ok(),
-                _ = handle.kill.notified() => false,
-            };
-            if !written {
-                break;
+            let limited = class_limit != OutputLimit::NONE;
+            let mut pos = 0;
+            handle
+                .mem
+                .out_pending
+                .store(outbuf.len(), Ordering::Relaxed);
+            handle
+                .mem
+                .out_capacity
+                .store(outbuf.capacity(), Ordering::Relaxed);
+            while pos < outbuf.len() {
+                // A client that stops reading blocks here. Its requests are still read (not run)
+                // up to the query buffer limit, so a client that writes its whole pipeline
+                // before reading cannot deadlock with us; the soft limit's clock runs on a timer.
+                let can_read = !read_closed && inbuf.len() <= query_limit;
+                if can_read && inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+                    inbuf.reserve(READ_CHUNK);
+                }
+                let deadline = if limited {
+                    handle.soft_deadline(&class_limit)
+                } else {
+                    None
+                };
+                let sleep_ms = deadline.map_or(u64::MAX, |d| {
+                    (d * 1000).saturating_sub(commands::now_ms()).max(1)
+                });
+                let (mut rd, mut wr) = stream.split();
+                tokio::select! {
+                    r = wr.write(&outbuf[pos..]) => match r {
+                        Ok(0) | Err(_) => break 'conn,
+                        Ok(n) => {
+                            pos += n;
+                            shared
+                                .stats
+                                .net_output_bytes
+                                .fetch_add(n as u64, Ordering::Relaxed);
+                            let left = outbuf.len() - pos;
+                            handle.mem.out_pending.store(left, Ordering::Relaxed);
+                            if limited {
+                                let pending = left + handle.outbox.pending();
+                                let now_s = commands::now_ms() / 1000;
+                                if handle.output_limit_reached(&class_limit, pending, now_s) {
+                                    handle.close_for_output_limit();
+                                    break 'conn;
+                                }
+                            }
+                            if left > 0
+                                && left < pause_at(&class_limit)
+                                && (!requests.is_empty() || read_while_writing)
+                            {
+                                // Below the bound with work waiting: run it, appending to what
+                                // is left, rather than wait for a slow reader to take it all.
+                                partial = true;
+                                break;
+                            }
+                        }
+                    },
+                    r = rd.read_buf(&mut inbuf), if can_read => match r {
+                        Ok(0) | Err(_) => read_closed = true,
+                        Ok(n) => {
+                            read_while_writing = true;
+                            shared
+                                .stats
+                                .net_input_bytes
+                                .fetch_add(n as u64, Ordering::Relaxed);
+                            publish_input(&handle, &inbuf);
+                        }
+                    },
+                    _ = tokio::time::sleep(Duration::from_millis(sleep_ms)), if deadline.is_some() => {
+                        let pending = outbuf.len() - pos + handle.outbox.pending();
+                        let now_s = commands::now_ms() / 1000;
+                        if handle.output_limit_reached(&class_limit, pending, now_s) {
+                            handle.close_for_output_limit();
+                            break 'conn;
+                        }
+                    },
+                    _ = handle.kill.notified() => break 'conn,
+                }
             }
-            outbuf.clear();
-            if outbuf.capacity() > 4 * 1024 * 1024 {
-                outbuf = BytesMut::with_capacity(READ_CHUNK);
+            if partial {
+                outbuf.advance(pos);
+            } else {
+                handle.mem.out_pending.store(0, Ordering::Relaxed);
+                outbuf.clear();
+                if outbuf.capacity() > 4 * 1024 * 1024 {
+                    outbuf = BytesMut::with_capacity(READ_CHUNK);
+                }
             }
         }
         if inbuf.is_empty() && inbuf.capacity() > 4 * 1024 * 1024 {
             inbuf = BytesMut::with_capacity(READ_CHUNK);
         }
+        handle
+            .mem
+            .out_capacity
+            .store(outbuf.capacity(), Ordering::Relaxed);
+        publish_input(&handle, &inbuf);
+        // Run what is already here before reading again: the rest of a paused batch, or
+        // requests that arrived while the write waited.
+        resume = !requests.is_empty() || read_while_writing || partial;
         if close_after {
             break;
         }
@@ -258,6 +460,15 @@ pub async fn serve(
         }
     }
 
+    if handle.obuf_closed.load(Ordering::Relaxed) {
+        let line = {
+            let engine = shared.engine();
+            commands::client::info_string(&engine.pubsub, &handle)
+        };
+        tracing::warn!(
+            "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
+        );
+    }
     let _ = stream.shutdown().await;
     {
         let mut engine = shared.engine();

@@ -360,25 +360,33 @@ async fn stream_loop(
     };
     let timeout = shared.config().repl_timeout.max(1);
     let mut last_heard = tokio::time::Instant::now();
+    let limit = {
+        let c = shared.config();
+        c.client_obuf_limits.replica_effective(c.repl_backlog_size)
+    };
     loop {
         // Send everything that is pending.
         loop {
             let chunk = {
                 let mut engine = shared.engine();
-                let hard = shared.config().obuf_limit_replica.0 as usize;
-                let repl = &mut engine.repl;
-                let master_next = repl.offset + 1;
-                let Some(r) = repl.replicas.get(&handle.id) else {
+                let hard = if limit.hard == 0 {
+                    usize::MAX
+                } else {
+                    limit.hard as usize
+                };
+                let master_next = engine.repl.offset + 1;
+                let Some(r) = engine.repl.replicas.get(&handle.id) else {
                     return Err(std::io::Error::other("replica unregistered"));
                 };
                 let from = r.send_offset;
-                if over_output_limit(master_next.saturating_sub(from), hard) {
+                if over_output_limit(handle, &limit, master_next.saturating_sub(from)) {
+                    let line = crate::commands::client::info_string(&engine.pubsub, handle);
                     tracing::warn!(
-                        "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                        handle.addr
+                        "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
                     );
                     return Err(std::io::Error::other("output buffer limit"));
                 }
+                let repl = &mut engine.repl;
                 let Some(b) = repl.backlog.as_ref() else {
                     return Err(std::io::Error::other("backlog gone"));
                 };
@@ -430,12 +438,18 @@ async fn stream_loop(
 }
 
 /// The output-buffer-limit hook for replicas: `pending` is how many stream bytes this replica
-/// has not been sent yet (its share of the backlog, which is its output buffer). Only the
-/// `client-output-buffer-limit replica` hard limit is applied here; the limit layer of the
-/// connection (soft limit and its seconds, the other classes) is the `outbuf` work, and should
-/// replace this function's body rather than add a second check.
-fn over_output_limit(pending: u64, hard: usize) -> bool {
-    hard > 0 && pending as usize > hard
+/// has not been sent yet (its share of the backlog, which is its output buffer, shown as its
+/// CLIENT LIST `omem`). Applies the `client-output-buffer-limit replica` class (hard, and soft
+/// for its seconds; the hard limit raised to `repl-backlog-size` as Redis does) with the
+/// client's own soft-limit clock, the same rule as the normal and pubsub classes.
+fn over_output_limit(
+    handle: &ClientHandle,
+    limit: &crate::config::OutputLimit,
+    pending: u64,
+) -> bool {
+    let pending = usize::try_from(pending).unwrap_or(usize::MAX);
+    handle.mem.out_pending.store(pending, Ordering::Relaxed);
+    handle.output_limit_reached(limit, pending, crate::engine::now_ms() / 1000)
 }
 
 /// WAIT's blocking part: asks every replica for an ACK, then waits until `numreplicas` acknowledged
@@ -505,7 +519,9 @@ pub fn cron(shared: &Shared, tick: u64) {
             c.repl_ping_replica_period.max(1),
             c.repl_backlog_ttl,
             c.repl_backlog_size as usize,
-            c.obuf_limit_replica.0 as usize,
+            c.client_obuf_limits
+                .replica_effective(c.repl_backlog_size)
+                .hard as usize,
         )
     };
     let mut engine = shared.engine();
