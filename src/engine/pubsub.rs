@@ -536,15 +536,16 @@ mod tests {
     fn hard_limit_kills_a_slow_subscriber() {
         let mut ps = PubSub::new();
         ps.limit = Some(OutputLimit {
-            hard: 100,
+            hard: 1000,
             soft: 0,
             soft_seconds: 0,
         });
         let a = client(1);
         ps.subscribe(Kind::Channel, &a, &Bytes::from("c"));
-        ps.publish(b"c", &[b'x'; 50], 0);
+        // The first 16 KB are Redis's fixed reply buffer: they do not count.
+        ps.publish(b"c", &[b'x'; 16 * 1024], 0);
         assert!(!a.killed.load(Ordering::Relaxed));
-        ps.publish(b"c", &[b'x'; 50], 0);
+        ps.publish(b"c", &[b'x'; 1000], 0);
         assert!(a.killed.load(Ordering::Relaxed));
     }
 
@@ -558,7 +559,7 @@ mod tests {
         });
         let a = client(1);
         ps.subscribe(Kind::Channel, &a, &Bytes::from("c"));
-        ps.publish(b"c", &[b'x'; 20], 100);
+        ps.publish(b"c", &[b'x'; 17 * 1024], 100);
         ps.publish(b"c", &[b'x'; 20], 105);
         assert!(!a.killed.load(Ordering::Relaxed));
         ps.publish(b"c", &[b'x'; 20], 106);
