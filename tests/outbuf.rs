@@ -129,7 +129,7 @@ fn hard_limit_closes_the_client_and_logs_the_line() {
         s.log_line(LOG_LINE).is_some()
     });
     let line = s.log_line(LOG_LINE).unwrap();
-    assert!(line.contains(&format!("Client id=")), "{line}");
+    assert!(line.contains("Client id="), "{line}");
     assert!(line.contains(&format!(" addr={local} ")), "{line}");
     let omem = field(&line, "omem").unwrap_or(0);
     assert!(omem >= 512 * 1024, "omem at close: {line}");
