@@ -436,6 +436,26 @@ fn pipelines_big_replies_and_transactions() {
     assert_eq!(read_replies(&mut rd, n), n * bulk(mid.len()));
     assert!(t.join().unwrap());
 
+    // A slow reader of a pipeline that ends with QUIT gets every reply, then the close.
+    let mut q = TcpStream::connect(server.addr).unwrap();
+    q.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut requests = gets("mid", 50);
+    requests.extend(common::encode_command(&[b"QUIT"]));
+    requests.extend(gets("mid", 20));
+    q.write_all(&requests).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        std::thread::sleep(Duration::from_millis(1));
+        match q.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(k) => got.extend_from_slice(&chunk[..k]),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    assert_eq!(got.len(), 50 * bulk(mid.len()) + 5);
+    assert!(got.ends_with(b"+OK\r\n"));
+
     // redis-benchmark -P 16 style: 16 at a time, 200 rounds, each read before the next.
     let mut p = server.raw();
     for _ in 0..200 {

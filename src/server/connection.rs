@@ -362,9 +362,13 @@ pub async fn serve(
                             if left > 0
                                 && left < pause_at(&class_limit)
                                 && (!requests.is_empty() || read_while_writing)
+                                && client.action.is_none()
+                                && !close_after
                             {
                                 // Below the bound with work waiting: run it, appending to what
-                                // is left, rather than wait for a slow reader to take it all.
+                                // is left, rather than wait for a slow reader to take it all
+                                // (not when the connection closes or hands over after this
+                                // write: then all of it goes first).
                                 partial = true;
                                 break;
                             }
