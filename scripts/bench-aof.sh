@@ -3,14 +3,18 @@
 #
 # 1. Pipelined throughput (redis-benchmark -P 16, 50 clients) of SET, BF.ADD and PFADD on a
 #    release hyperbloom with the AOF off, appendfsync everysec and appendfsync always, and on
-#    redis-server 7.0.15 with appendfsync always, all in the same run.
+#    redis-server 7.0.15 with appendfsync always, all in the same run. ROUNDS rounds (default 3),
+#    interleaved: each round runs every command on every server, the server order rotating from
+#    round to round, so a burst of load from elsewhere on the machine hits all columns alike.
+#    Reported: the median over the rounds of each column, and the median of the per-round ratios.
 # 2. The rewrite's effect on latency: BF.ADD p50/p99 without and during a BGREWRITEAOF of a
-#    keyspace of ~N string keys plus one large Bloom filter.
+#    keyspace of ~3N string keys plus one large Bloom filter.
 # 3. Load speed: the AOF written in (2) loaded at startup (MB/s from the server's log line).
 #
-# Usage: scripts/bench-aof.sh [requests]
+# Usage: scripts/bench-aof.sh [requests] ; ROUNDS=n for more rounds; SKIP_REWRITE=1 for 1 only.
 set -euo pipefail
 N=${1:-300000}
+ROUNDS=${ROUNDS:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=$TARGET/release/hyperbloom
@@ -32,31 +36,58 @@ rps() { # port command...
   local port=$1; shift
   redis-benchmark -p "$port" -n "$N" -c 50 -P 16 -r 100000000 --csv "$@" | tail -1 | cut -d, -f2 | tr -d '"'
 }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
 P0=$((20000 + RANDOM % 10000))
-start off $P0 "$BIN" --appendonly no
-start everysec $((P0 + 1)) "$BIN" --appendonly yes --appendfsync everysec
-start always $((P0 + 2)) "$BIN" --appendonly yes --appendfsync always
-start redis-always $((P0 + 3)) redis-server --appendonly yes --appendfsync always
+declare -A PORT=([off]=$P0 [everysec]=$((P0 + 1)) [always]=$((P0 + 2)) [redis]=$((P0 + 3)))
+start off ${PORT[off]} "$BIN" --appendonly no
+start everysec ${PORT[everysec]} "$BIN" --appendonly yes --appendfsync everysec
+start always ${PORT[always]} "$BIN" --appendonly yes --appendfsync always
+start redis ${PORT[redis]} redis-server --appendonly yes --appendfsync always
 
-echo "requests/s, pipelined -P 16, 50 clients, $N requests each"
-printf "%-8s %12s %12s %12s %14s %8s %8s\n" cmd off everysec always redis-always ev/off al/redis
-for cmd in SET BF.ADD PFADD; do
-  case $cmd in
-    SET) args=(SET key:__rand_int__ value) ;;
-    BF.ADD) args=(BF.ADD bf __rand_int__) ;;
-    PFADD) args=(PFADD hll __rand_int__) ;;
-  esac
-  off=$(rps $P0 "${args[@]}"); ev=$(rps $((P0 + 1)) "${args[@]}")
-  al=$(rps $((P0 + 2)) "${args[@]}")
-  if [ "$cmd" = BF.ADD ]; then rd=n/a; else rd=$(rps $((P0 + 3)) "${args[@]}"); fi
-  r1=$(echo "scale=2; $ev / $off" | bc)
-  r2=$( [ "$rd" = n/a ] && echo n/a || echo "scale=2; $al / $rd" | bc)
-  printf "%-8s %12s %12s %12s %14s %8s %8s\n" "$cmd" "$off" "$ev" "$al" "$rd" "$r1" "$r2"
+R=$WORK/results   # lines: round cmd server rps
+: >"$R"
+SERVERS=(off everysec always redis)
+for round in $(seq "$ROUNDS"); do
+  for cmd in SET BF.ADD PFADD; do
+    case $cmd in
+      SET) args=(SET key:__rand_int__ value) ;;
+      BF.ADD) args=(BF.ADD bf __rand_int__) ;;
+      PFADD) args=(PFADD hll __rand_int__) ;;
+    esac
+    for k in 0 1 2 3; do
+      s=${SERVERS[$(((k + round) % 4))]}
+      [ "$s" = redis ] && [ "$cmd" = BF.ADD ] && continue   # no RedisBloom on this machine
+      echo "$round $cmd $s $(rps ${PORT[$s]} "${args[@]}")" >>"$R"
+    done
+  done
 done
+val() { awk -v r="$1" -v c="$2" -v s="$3" '$1==r && $2==c && $3==s {print $4}' "$R"; }
+echo "requests/s, pipelined -P 16, 50 clients, $N requests each, median of $ROUNDS interleaved rounds"
+printf "%-8s %10s %10s %10s %12s %8s %8s   %s\n" cmd off everysec always redis-always ev/off al/redis "per-round ev/off ; al/redis"
+for cmd in SET BF.ADD PFADD; do
+  cols=()
+  for s in "${SERVERS[@]}"; do
+    vals=$(for r in $(seq "$ROUNDS"); do val "$r" "$cmd" "$s"; done)
+    m=$( [ -n "$vals" ] && echo "$vals" | median || echo n/a)
+    cols+=("$m")
+  done
+  r1s=(); r2s=()
+  for r in $(seq "$ROUNDS"); do
+    r1s+=("$(echo "scale=3; $(val "$r" "$cmd" everysec) / $(val "$r" "$cmd" off)" | bc)")
+    if [ "$cmd" != BF.ADD ]; then
+      r2s+=("$(echo "scale=3; $(val "$r" "$cmd" always) / $(val "$r" "$cmd" redis)" | bc)")
+    fi
+  done
+  r1=$(printf "%s\n" "${r1s[@]}" | median)
+  r2=$( [ ${#r2s[@]} -eq 0 ] && echo n/a || printf "%s\n" "${r2s[@]}" | median)
+  printf "%-8s %10s %10s %10s %12s %8s %8s   %s ; %s\n" "$cmd" "${cols[@]}" "$r1" "$r2" \
+    "${r1s[*]}" "${r2s[*]:-n/a}"
+done
+[ "${SKIP_REWRITE:-0}" = 1 ] && exit 0
 
 # 2. Rewrite under load (everysec server): fill, then BF.ADD latency without / during a rewrite.
-PE=$((P0 + 1))
+PE=${PORT[everysec]}
 redis-benchmark -p $PE -n $((N * 3)) -c 50 -P 16 -r 100000000 -q SET fill:__rand_int__ xxxxxxxxxxxxxxxx >/dev/null
 redis-cli -p $PE BF.RESERVE big 0.01 50000000 >/dev/null
 lat() { redis-benchmark -p $PE -n "$N" -c 50 -r 100000000 --csv BF.ADD big __rand_int__ | tail -1; }

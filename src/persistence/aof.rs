@@ -308,6 +308,27 @@ pub async fn commit(shared: &Arc<Shared>, (sub, upto): (SubscriberId, u64)) {
     if covered(&shared.aof_commit.progress.borrow()) {
         return;
     }
+    if !always {
+        // A write to the page cache costs less than a hand-over to the writer thread and back
+        // (measured: waiting on the writer for every batch cut pipelined everysec throughput to
+        // ~0.5x of AOF off on the loaded 2-core machine): when the AOF is free, write the pending
+        // bytes of every connection here, as Redis's beforeSleep does; when it is busy, the one
+        // holding it or the writer thread's next pass covers this batch.
+        let attempt = match shared.aof.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut guard) = attempt {
+            if let Some(sink) = guard.as_mut().filter(|s| s.sub == sub) {
+                flush(shared, sink);
+            }
+            drop(guard);
+            if covered(&shared.aof_commit.progress.borrow()) {
+                return;
+            }
+        }
+    }
     let mut rx = shared.aof_commit.progress.subscribe();
     kick(shared);
     let _ = rx.wait_for(covered).await;
