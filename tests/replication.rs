@@ -571,3 +571,61 @@ fn replication_commands_reply_like_redis() {
     assert_eq!(c.read_reply(), b":0\r\n");
     assert_eq!(c.read_reply(), b"$1\r\n1\r\n");
 }
+
+#[test]
+fn backlog_too_small_means_full_resync_and_min_replicas_follow_acks() {
+    let dir = tempdir("repl-backlog");
+    let primary = common::start_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--repl-backlog-size",
+        "16384",
+    ]);
+    let mut p = primary.raw();
+    let rdir = tempdir("repl-backlog-r");
+    let replica = common::start_with(&["--dir", rdir.to_str().unwrap()]);
+    let mut r = replica.raw();
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    wait_for("link up", || link_up(&mut r));
+
+    // min-replicas-to-write counts the replica while it acknowledges.
+    p.cmd_str(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    p.cmd_str(&["CONFIG", "SET", "min-replicas-max-lag", "10"]);
+    assert_eq!(p.cmd_str(&["SET", "guarded", "1"]), b"+OK\r\n");
+    assert_eq!(
+        int_field(&mut p, "replication", "min_slaves_good_slaves"),
+        1
+    );
+    p.cmd_str(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+
+    // Far more than the backlog is written while the replica is away: it must resync in full.
+    assert_eq!(int(p.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"])), 1);
+    let value = "v".repeat(1000);
+    let writes: Vec<Vec<String>> = (0..400)
+        .map(|i| args(&["SET", &format!("big{i}"), &value]))
+        .collect();
+    pipeline(&mut p, &writes);
+    let first = int_field(&mut p, "replication", "repl_backlog_first_byte_offset");
+    assert!(first > 1, "the backlog was trimmed (first byte {first})");
+    assert!(int_field(&mut p, "replication", "repl_backlog_histlen") < 200_000);
+    wait_for("second full sync", || {
+        int_field(&mut p, "stats", "sync_full") == 2
+    });
+    // As in Redis, the first sync counts too: a fresh replica offers its own history
+    // (replicationCacheMasterUsingMyself), which the primary refuses.
+    assert_eq!(int_field(&mut p, "stats", "sync_partial_err"), 2);
+    assert_eq!(int_field(&mut p, "stats", "sync_partial_ok"), 0);
+    wait_for("link up again", || link_up(&mut r));
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    assert_eq!(keyspace(&mut p), keyspace(&mut r));
+
+    // With its replica gone, a primary that needs one refuses writes.
+    p.cmd_str(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    drop(r);
+    drop(replica);
+    wait_for("NOREPLICAS", || {
+        p.cmd_str(&["SET", "k", "v"]) == b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    });
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(rdir);
+}
