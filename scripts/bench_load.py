@@ -66,6 +66,7 @@ STANDARD = [
 CUSTOM = [
     ("BF.ADD", ["BF.ADD", "bench:bf", "__rand_int__"], ["bf.add"]),
     ("BF.EXISTS", ["BF.EXISTS", "bench:bf", "__rand_int__"], ["bf.exists"]),
+    ("BF.EXISTS (12 links)", ["BF.EXISTS", "bench:bf12", "__rand_int__"], ["bf.exists"]),
     ("BF.MADD (10 items)", ["BF.MADD", "bench:bf"] + ["__rand_int__"] * 10, ["bf.madd"]),
     ("PFADD", ["PFADD", "bench:hll", "__rand_int__"], ["pfadd"]),
     ("PFCOUNT (1 key)", ["PFCOUNT", "bench:hll"], ["pfcount"]),
@@ -189,11 +190,32 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def bf_links(port: int, key: str) -> int:
+    """`Number of filters` from BF.INFO (a RESP2 flat array of name, value pairs)."""
+    reply = call(port, "BF.INFO", key)
+    m = re.search(rb"Number of filters\r\n:(\d+)", reply)
+    return int(m.group(1)) if m else 0
+
+
+def fill_links(port: int, key: str, links: int, capacity: int = 1000) -> int:
+    """A scaling Bloom filter (EXPANSION 1, `capacity` per link) grown to `links` sub-filters by
+    adding distinct items `key:i` until BF.INFO reports that many; lookups of redis-benchmark's
+    `__rand_int__` values then miss and test every link, the worst case the issue names."""
+    call(port, "DEL", key)
+    call(port, "BF.RESERVE", key, "0.01", str(capacity), "EXPANSION", "1")
+    added = 0
+    while bf_links(port, key) < links:
+        call(port, "BF.MADD", key, *[f"{key}:{i}" for i in range(added, added + capacity // 4)])
+        added += capacity // 4
+    return bf_links(port, key)
+
+
 def prepare(server: Server) -> None:
     """Keys the custom tests read: large filters (so adds do not measure growth) and dense HLLs."""
     call(server.port, "FLUSHALL")
     if has_command(server.port, "bf.reserve"):
         call(server.port, "BF.RESERVE", "bench:bf", "0.01", "10000000")
+        fill_links(server.port, "bench:bf12", 12)
     if has_command(server.port, "cf.reserve"):
         call(server.port, "CF.RESERVE", "bench:cf", "4000000")
     if has_command(server.port, "tdigest.create"):

@@ -54,10 +54,7 @@ fn main() {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match build_runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
@@ -66,4 +63,31 @@ fn main() {
     };
     let code = runtime.block_on(async move { hyperbloom::server::serve_main(config).await });
     std::process::exit(code);
+}
+
+/// The runtime: `HYPERBLOOM_WORKERS=N` tokio worker threads (N ≥ 1), or `current` for a
+/// current-thread runtime (everything on the main thread). Default: DEFAULT_WORKERS_DOC
+fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let setting = std::env::var("HYPERBLOOM_WORKERS").ok();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match setting.as_deref().map(str::trim) {
+        Some("current") => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n.parse().unwrap_or(1))
+                .enable_all()
+                .build()
+        }
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(default_workers(cores))
+            .enable_all()
+            .build(),
+    }
+}
+
+/// Worker threads when `HYPERBLOOM_WORKERS` is not set.
+fn default_workers(cores: usize) -> usize {
+    cores
 }

@@ -226,6 +226,9 @@ pub struct RequestParser {
     scanned: usize,
     /// A NUL was found before the current line's terminator.
     blocked: bool,
+    /// Scratch for [`fast_request`](Self::fast_request): the argument ranges of the request being
+    /// checked, kept to reuse its capacity.
+    ranges: Vec<(usize, usize)>,
 }
 
 impl RequestParser {
@@ -248,6 +251,92 @@ impl RequestParser {
     /// Empty requests (`*0`, `*-5`, blank inline lines) are consumed silently and parsing continues with
     /// the next one.
     pub fn next_request(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &ParserLimits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let mut argv = Vec::new();
+        if self.fast_request(buf, limits, &mut argv) {
+            return Ok(Some(argv));
+        }
+        self.general_request(buf, limits)
+    }
+
+    /// Like [`next_request`](Self::next_request), but appends the request's arguments to `out` (a
+    /// batch's flat argument list) and returns how many it appended (0: no complete request yet).
+    /// The usual request then costs no allocation at all: the arguments are slices of one frozen
+    /// piece of `buf`, pushed into a vector the caller reuses from batch to batch.
+    pub fn next_request_into(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &ParserLimits,
+        out: &mut Vec<Bytes>,
+    ) -> Result<usize, ProtocolError> {
+        let before = out.len();
+        if self.fast_request(buf, limits, out) {
+            return Ok(out.len() - before);
+        }
+        match self.general_request(buf, limits)? {
+            Some(argv) => {
+                out.extend(argv);
+                Ok(out.len() - before)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// The common case in one pass: between requests, a whole multibulk request already buffered,
+    /// every count and length line of the shape [`fast_line`] reads and within the limits. Then the
+    /// request is split off `buf` once, frozen, and each argument is a slice of it. Anything else
+    /// (partial input, `$0`, limits, errors) returns false with nothing consumed, and the general
+    /// path gives the answer, so the two paths always agree (tested by `fast_path_agrees`).
+    ///
+    /// A request that is not complete yet costs one scan of what has arrived; the general path then
+    /// consumes it piece by piece, so the parser is no longer idle and this is not retried for it.
+    fn fast_request(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &ParserLimits,
+        out: &mut Vec<Bytes>,
+    ) -> bool {
+        if !self.is_idle() {
+            return false;
+        }
+        let b: &[u8] = buf;
+        let Some((mut pos, count)) = fast_line(b, b'*') else {
+            return false;
+        };
+        if !limits.authenticated && count > UNAUTH_MAX_ARGS as usize {
+            return false;
+        }
+        let max_bulk = if limits.authenticated {
+            limits.max_bulk_len
+        } else {
+            limits.max_bulk_len.min(UNAUTH_MAX_BULK as usize)
+        };
+        self.ranges.clear();
+        for _ in 0..count {
+            let Some((header, len)) = b.get(pos..).and_then(|rest| fast_line(rest, b'$')) else {
+                return false;
+            };
+            if len > max_bulk {
+                return false;
+            }
+            let start = pos + header;
+            // Data plus the two unchecked bytes after it must be here.
+            if b.len() - start < len + 2 {
+                return false;
+            }
+            self.ranges.push((start, start + len));
+            pos = start + len + 2;
+        }
+        let frame = buf.split_to(pos).freeze();
+        out.extend(self.ranges.iter().map(|&(s, e)| frame.slice(s..e)));
+        true
+    }
+
+    /// The resumable path: any shape, any split, every error.
+    fn general_request(
         &mut self,
         buf: &mut BytesMut,
         limits: &ParserLimits,

@@ -30,6 +30,43 @@ fn feed(chunks: &[&[u8]], limits: &ParserLimits) -> (Reqs, Option<ProtocolError>
     (out, None, buf.len())
 }
 
+/// Like [`feed`] through the batch API (`next_request_into`, one flat argument vector), or through
+/// the general path alone (`fast == false`), which the fast path must always agree with.
+fn feed_flat(
+    chunks: &[&[u8]],
+    limits: &ParserLimits,
+    fast: bool,
+) -> (Reqs, Option<ProtocolError>, usize) {
+    let mut p = RequestParser::new();
+    let mut buf = BytesMut::new();
+    let mut flat = vec![Bytes::from_static(b"sentinel")];
+    let mut out = Vec::new();
+    for chunk in chunks {
+        buf.extend_from_slice(chunk);
+        loop {
+            let got = if fast {
+                p.next_request_into(&mut buf, limits, &mut flat)
+            } else {
+                p.general_request(&mut buf, limits).map(|r| {
+                    let n = r.as_ref().map_or(0, |r| r.len());
+                    flat.extend(r.unwrap_or_default());
+                    n
+                })
+            };
+            match got {
+                Ok(0) => break,
+                Ok(n) => {
+                    let req = flat.split_off(flat.len() - n);
+                    out.push(req.iter().map(|a| a.to_vec()).collect());
+                }
+                Err(e) => return (out, Some(e), buf.len()),
+            }
+        }
+    }
+    assert_eq!(flat, vec![Bytes::from_static(b"sentinel")], "appends only");
+    (out, None, buf.len())
+}
+
 fn whole(data: &[u8], limits: &ParserLimits) -> (Reqs, Option<ProtocolError>) {
     let (r, e, _) = feed(&[data], limits);
     (r, e)
@@ -751,6 +788,30 @@ proptest! {
         let (got, err, _) = feed(&split_at_points(&data, &cuts), &limits);
         prop_assert_eq!((got, err), reference.clone());
         prop_assert_eq!(bytewise(&data, &limits), reference);
+    }
+
+    /// The one-pass path (`fast_request`) gives exactly what the general path gives, however the
+    /// input is cut, for valid requests (including `$0` and long arguments) and for damaged ones.
+    #[test]
+    fn fast_path_agrees(
+        reqs in prop::collection::vec(
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..24), 1..14), 1..6),
+        damage in prop::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+        cuts in prop::collection::vec(any::<usize>(), 0..6),
+        authenticated in any::<bool>(),
+        max_bulk_len in prop_oneof![Just(16usize), Just(DEFAULT_MAX_BULK_LEN)],
+    ) {
+        let mut data = encode_multibulk(&reqs);
+        for (at, byte) in damage {
+            let at = at % data.len();
+            data[at] = byte;
+        }
+        let limits = ParserLimits { max_bulk_len, authenticated };
+        let chunks = split_at_points(&data, &cuts);
+        let general = feed_flat(&chunks, &limits, false);
+        prop_assert_eq!(feed_flat(&chunks, &limits, true), general.clone());
+        let (r, e, left) = feed(&chunks, &limits);
+        prop_assert_eq!((r, e, left), general);
     }
 
     /// Structured garbage: mutated valid requests exercise deeper parser states.
