@@ -525,7 +525,14 @@ fn timed_writer(addr: SocketAddr, t: usize, stop: Arc<AtomicBool>) -> Vec<Instan
 fn everysec_keeps_every_write_acknowledged_2s_before_kill9() {
     const BOUND: Duration = Duration::from_secs(2);
     let dir = tempdir("aof-everysec");
-    let args = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--enable-debug-command",
+        "local",
+    ];
     let (mut child, addr) = Hb::spawn(&dir, &args);
     let mut admin = connect_when_ready(addr);
     wait_loaded(&mut admin);
@@ -747,9 +754,14 @@ fn a_full_disk_under_always_exits_1_losing_nothing() {
     let mut c = connect_when_ready(addr);
     wait_loaded(&mut c);
     let value = "y".repeat(200);
+    let mut acked = 0u64;
+    for _ in 0..50 {
+        acked += 1;
+        let key = format!("a{acked}");
+        assert_eq!(c.cmd_str(&["SET", &key, &value]), b"+OK\r\n");
+    }
     let filler = dir.join("filler");
     fill_disk(&filler);
-    let mut acked = 0u64;
     let start = Instant::now();
     loop {
         let key = format!("a{}", acked + 1);
@@ -778,7 +790,7 @@ fn a_full_disk_under_always_exits_1_losing_nothing() {
             "lost a{k}"
         );
     }
-    eprintln!("always: exited 1 after {acked} acknowledged writes, all present");
+    eprintln!("always: exited 1 after {acked} acknowledged writes (50 before the disk filled), all present");
     child.kill9();
 }
 
