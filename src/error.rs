@@ -106,6 +106,31 @@ pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 pub const SUBSCRIBER_CONTEXT: &str = "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
 /// A MONITOR client running a keyspace command (Redis flags monitors as replicas).
 pub const MONITOR_KEYSPACE: &str = "ERR Replica can't interact with the keyspace";
+
+// CLIENT TRACKING / CLIENT CACHING (networking.c clientCommand, tracking.c).
+/// CLIENT TRACKING ... REDIRECT given twice.
+pub const TRACKING_ONE_REDIRECT: &str = "ERR A client can only redirect to a single other client";
+/// CLIENT TRACKING ... REDIRECT to an id no client has.
+pub const TRACKING_NO_REDIRECT_TARGET: &str =
+    "ERR The client ID you want redirect to does not exist";
+/// CLIENT TRACKING ON PREFIX without BCAST.
+pub const TRACKING_PREFIX_NEEDS_BCAST: &str = "ERR PREFIX option requires BCAST mode to be enabled";
+/// CLIENT TRACKING ON switching BCAST while tracking is on.
+pub const TRACKING_BCAST_SWITCH: &str = "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.";
+/// CLIENT TRACKING ON BCAST with OPTIN or OPTOUT.
+pub const TRACKING_BCAST_OPTS: &str = "ERR OPTIN and OPTOUT are not compatible with BCAST";
+/// CLIENT TRACKING ON OPTIN OPTOUT.
+pub const TRACKING_OPTIN_AND_OPTOUT: &str = "ERR You can't specify both OPTIN mode and OPTOUT mode";
+/// CLIENT TRACKING ON switching between OPTIN and OPTOUT while tracking is on.
+pub const TRACKING_OPT_SWITCH: &str = "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.";
+/// CLIENT CACHING without tracking on.
+pub const CACHING_NOT_TRACKING: &str = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled";
+/// CLIENT CACHING YES outside OPTIN mode.
+pub const CACHING_YES_NEEDS_OPTIN: &str =
+    "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.";
+/// CLIENT CACHING NO outside OPTOUT mode.
+pub const CACHING_NO_NEEDS_OPTOUT: &str =
+    "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.";
 /// A background save is already running.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
 /// BGREWRITEAOF while a rewrite runs (Redis 7.0 `bgrewriteaofCommand`).

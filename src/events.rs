@@ -19,6 +19,10 @@ pub const STREAM: u32 = 1 << 10;
 pub const KEY_MISS: u32 = 1 << 11;
 pub const MODULE: u32 = 1 << 12;
 pub const NEW: u32 = 1 << 13;
+/// Not a `notify-keyspace-events` letter: set while some client uses CLIENT TRACKING, it makes
+/// the store record every modified key among its events (class `TRACKED`, or `TRACKED | EXPIRED`
+/// for a deletion by expiry), in the order Redis signals them, for the invalidation messages.
+pub const TRACKED: u32 = 1 << 14;
 /// `A`: every class but key-miss and new-key.
 pub const ALL: u32 =
     GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::CmdResult;
 use super::{cmd, flags::*, table, Action, Args, CommandSpec, Ctx};
 use crate::engine::pubsub::Kind;
+use crate::engine::tracking::Options as TrackingOptions;
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 
@@ -22,6 +23,10 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.4.0", "Terminates open connections.", client_kill),
     cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.0.0", "Sets the client eviction mode of the connection.", client_onoff),
     cmd("client|no-touch", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", client_onoff),
+    cmd("client|tracking", -3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Controls server-assisted client-side caching for the connection.", client_tracking),
+    cmd("client|caching", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Instructs the server whether to track the keys in the next request.", client_caching),
+    cmd("client|getredir", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected.", client_getredir),
+    cmd("client|trackinginfo", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Returns information about server-assisted client-side caching for the connection.", client_trackinginfo),
     cmd("client|help", 2, LOADING | STALE, 0, 0, 0, "connection", "5.0.0", "Returns helpful text about the different subcommands.", client_help),
 ];
 
@@ -137,11 +142,22 @@ pub fn info_string(
     if h.multi.load(Ordering::Relaxed) {
         flags.push('x');
     }
+    let tracking = pubsub.tracking.state(h.id);
+    if let Some(st) = tracking {
+        flags.push('t');
+        if st.broken_redirect {
+            flags.push('R');
+        }
+        if st.bcast {
+            flags.push('B');
+        }
+    }
+    let redir = tracking.map_or(-1, |st| st.redirect as i64);
     if flags.is_empty() {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -162,6 +178,7 @@ pub fn info_string(
         omem,
         h.total_memory(),
         cmd_name,
+        redir,
         h.proto.load(Ordering::Relaxed),
         lock(&h.lib_name),
         lock(&h.lib_ver),
@@ -324,6 +341,10 @@ fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "ID",
         "    Return the ID of the current connection.",
         "GETNAME",
@@ -338,6 +359,11 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         "    Return information about client connections.",
         "KILL <option> <value> [<option> <value> [...]]",
         "    Kill connections (ID, ADDR, LADDR, USER, TYPE, SKIPME).",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
         "NO-EVICT (ON|OFF)",
         "    Accepted; hyperbloom never evicts.",
         "NO-TOUCH (ON|OFF)",
@@ -355,4 +381,180 @@ fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 pub(super) fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLIENT TRACKING (client-side caching; the registry is engine::tracking)
+// ---------------------------------------------------------------------------------------------
+
+/// `CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]` → OK.
+/// The checks and their order are Redis 7.0's.
+fn client_tracking(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let mut o = TrackingOptions::default();
+    let mut j = 3;
+    while j < argv.len() {
+        let a = &argv[j];
+        let more = j + 1 < argv.len();
+        if a.eq_ignore_ascii_case(b"redirect") && more {
+            j += 1;
+            if o.redirect != 0 {
+                return Err(CmdError::Static(error::TRACKING_ONE_REDIRECT));
+            }
+            let id = crate::numeric::int::parse_i64(&argv[j])
+                .ok_or(CmdError::Static(error::NOT_INTEGER))?;
+            let exists = id > 0 && ctx.shared.clients().contains_key(&(id as u64));
+            if !exists {
+                return Err(CmdError::Static(error::TRACKING_NO_REDIRECT_TARGET));
+            }
+            o.redirect = id as u64;
+        } else if a.eq_ignore_ascii_case(b"bcast") {
+            o.bcast = true;
+        } else if a.eq_ignore_ascii_case(b"optin") {
+            o.optin = true;
+        } else if a.eq_ignore_ascii_case(b"optout") {
+            o.optout = true;
+        } else if a.eq_ignore_ascii_case(b"noloop") {
+            o.noloop = true;
+        } else if a.eq_ignore_ascii_case(b"prefix") && more {
+            j += 1;
+            o.prefixes.push(argv[j].clone());
+        } else {
+            return Err(CmdError::Static(error::SYNTAX));
+        }
+        j += 1;
+    }
+    let me = ctx.client.handle.id;
+    if argv[2].eq_ignore_ascii_case(b"on") {
+        if !o.bcast && !o.prefixes.is_empty() {
+            return Err(CmdError::Static(error::TRACKING_PREFIX_NEEDS_BCAST));
+        }
+        let current = ctx.pubsub.tracking.state(me);
+        if current.is_some_and(|st| st.bcast != o.bcast) {
+            return Err(CmdError::Static(error::TRACKING_BCAST_SWITCH));
+        }
+        if o.bcast && (o.optin || o.optout) {
+            return Err(CmdError::Static(error::TRACKING_BCAST_OPTS));
+        }
+        if o.optin && o.optout {
+            return Err(CmdError::Static(error::TRACKING_OPTIN_AND_OPTOUT));
+        }
+        if current.is_some_and(|st| (o.optin && st.optout) || (o.optout && st.optin)) {
+            return Err(CmdError::Static(error::TRACKING_OPT_SWITCH));
+        }
+        if o.bcast {
+            check_prefix_collisions(current.map(|st| &st.prefixes), &o.prefixes)?;
+        }
+        let handle = ctx.client.handle.clone();
+        ctx.pubsub.tracking.enable(&handle, &o);
+    } else if argv[2].eq_ignore_ascii_case(b"off") {
+        ctx.pubsub.tracking.disable(me);
+    } else {
+        return Err(CmdError::Static(error::SYNTAX));
+    }
+    Ok(Reply::ok())
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: no new prefix may be a prefix of (or have as prefix)
+/// one the client has, or another new one.
+fn check_prefix_collisions(
+    existing: Option<&std::collections::BTreeSet<Bytes>>,
+    new: &[Bytes],
+) -> Result<(), CmdError> {
+    let overlap = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    for (i, p) in new.iter().enumerate() {
+        if let Some(old) = existing.and_then(|e| e.iter().find(|o| overlap(o, p))) {
+            return Err(CmdError::Owned(format!(
+                "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(old)
+            )));
+        }
+        if let Some(other) = new[i + 1..].iter().find(|o| overlap(o, p)) {
+            return Err(CmdError::Owned(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(other)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `CLIENT CACHING YES|NO` → OK: track (OPTIN) or do not track (OPTOUT) the next command.
+fn client_caching(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let me = ctx.client.handle.id;
+    let Some(st) = ctx.pubsub.tracking.state_mut(me) else {
+        return Err(CmdError::Static(error::CACHING_NOT_TRACKING));
+    };
+    if argv[2].eq_ignore_ascii_case(b"yes") {
+        if !st.optin {
+            return Err(CmdError::Static(error::CACHING_YES_NEEDS_OPTIN));
+        }
+    } else if argv[2].eq_ignore_ascii_case(b"no") {
+        if !st.optout {
+            return Err(CmdError::Static(error::CACHING_NO_NEEDS_OPTOUT));
+        }
+    } else {
+        return Err(CmdError::Static(error::SYNTAX));
+    }
+    st.caching = true;
+    Ok(Reply::ok())
+}
+
+/// `CLIENT GETREDIR` → the redirect id, 0 without one, -1 when tracking is off.
+fn client_getredir(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let me = ctx.client.handle.id;
+    Ok(Reply::Int(
+        ctx.pubsub
+            .tracking
+            .state(me)
+            .map_or(-1, |st| st.redirect as i64),
+    ))
+}
+
+/// `CLIENT TRACKINGINFO` → map of `flags` (a set), `redirect`, `prefixes`.
+fn client_trackinginfo(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let me = ctx.client.handle.id;
+    let st = ctx.pubsub.tracking.state(me);
+    let mut flags = vec![if st.is_some() { "on" } else { "off" }];
+    let mut prefixes = Vec::new();
+    if let Some(st) = st {
+        if st.bcast {
+            flags.push("bcast");
+        }
+        if st.optin {
+            flags.push("optin");
+            if st.caching {
+                flags.push("caching-yes");
+            }
+        }
+        if st.optout {
+            flags.push("optout");
+            if st.caching {
+                flags.push("caching-no");
+            }
+        }
+        if st.noloop {
+            flags.push("noloop");
+        }
+        if st.broken_redirect {
+            flags.push("broken_redirect");
+        }
+        prefixes = st.prefixes.iter().cloned().map(Reply::Bulk).collect();
+    }
+    Ok(Reply::Map(vec![
+        (
+            Reply::bulk_str("flags"),
+            Reply::Set(flags.into_iter().map(Reply::bulk_str).collect()),
+        ),
+        (
+            Reply::bulk_str("redirect"),
+            Reply::Int(st.map_or(-1, |st| st.redirect as i64)),
+        ),
+        (Reply::bulk_str("prefixes"), Reply::Array(prefixes)),
+    ]))
 }

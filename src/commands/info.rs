@@ -112,10 +112,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                     .max();
                 (clients.len(), max_in.unwrap_or(0), max_out.unwrap_or(0))
             };
+            let tracking = ctx.pubsub.tracking.clients();
             let maxclients = ctx.config().maxclients;
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\nblocked_clients:0\r\ntracking_clients:{tracking}\r\nclients_in_timeout_table:0\r\n"
             );
         }
         "memory" => {

@@ -809,7 +809,15 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     if tracking {
         propagate_after(ctx, spec, argv, changes_before, reply.is_error());
     }
-    crate::engine::pubsub::publish_events(ctx.store, ctx.pubsub, ctx.now_ms / 1000);
+    let me = ctx.client.handle.id;
+    crate::engine::pubsub::publish_events(
+        ctx.store,
+        ctx.pubsub,
+        ctx.shared,
+        Some(me),
+        ctx.now_ms / 1000,
+    );
+    track_after(ctx, spec, ran, argv);
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
     stat.nanos += started.elapsed().as_nanos() as u64;
@@ -817,6 +825,38 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
         stat.failed += 1;
     }
     reply
+}
+
+/// CLIENT TRACKING after a command (Redis's `call()` and `resetClient`): a read-only command's
+/// keys are remembered, self-caused invalidations are sent after the top-level reply, and
+/// `CLIENT CACHING` lapses after any command but CLIENT outside a transaction.
+fn track_after(ctx: &mut Ctx, spec: &CommandSpec, ran: &CommandSpec, argv: &[Bytes]) {
+    let tracking = &mut ctx.pubsub.tracking;
+    if !tracking.active() {
+        if ctx.store.notify_flags & crate::events::TRACKED != 0 {
+            ctx.store.set_tracking(false);
+        }
+        return;
+    }
+    let me = ctx.client.handle.id;
+    if tracking.state(me).is_some() {
+        if ran.has(flags::READONLY) && !ran.has(flags::PUBSUB) {
+            tracking.remember(me, &ran.keys(argv));
+        }
+        let top = !ctx.client.in_exec && ctx.client.multi.is_none();
+        if top && spec.name != "client" {
+            if let Some(st) = tracking.state_mut(me) {
+                st.caching = false;
+            }
+        }
+    }
+    if !ctx.client.in_exec {
+        ctx.pubsub
+            .flush_pending_invalidations(ctx.shared, me, &mut ctx.client.after_reply);
+    }
+    if ctx.store.notify_flags & crate::events::TRACKED == 0 {
+        ctx.store.set_tracking(true);
+    }
 }
 
 /// Adds what a command propagates to the current unit of the write stream, following Redis's

@@ -311,6 +311,8 @@ fn flush_mode(argv: &[Bytes], first: usize) -> Result<(), CmdError> {
 fn flushdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     flush_mode(argv, 1)?;
     ctx.db().clear();
+    let me = ctx.client.handle.id;
+    ctx.pubsub.invalidate_all(ctx.shared, Some(me));
     // Redis propagates a flush even of an empty database.
     ctx.force_propagation();
     Ok(Reply::ok())
@@ -321,6 +323,8 @@ fn flushall(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     for db in ctx.store.dbs.iter_mut() {
         db.clear();
     }
+    let me = ctx.client.handle.id;
+    ctx.pubsub.invalidate_all(ctx.shared, Some(me));
     ctx.force_propagation();
     Ok(Reply::ok())
 }

@@ -153,6 +153,8 @@ pub struct PubSub {
     pub limit: Option<OutputLimit>,
     /// MONITOR clients, fed one line per executed command ([`PubSub::feed_monitors`]).
     pub monitors: Vec<Arc<ClientHandle>>,
+    /// CLIENT TRACKING ([`super::tracking`]): invalidations reach clients the same way.
+    pub tracking: super::tracking::Tracking,
 }
 
 /// The encoded body of a message frame: `$<kind>`, then the optional pattern, channel, payload.
@@ -259,6 +261,7 @@ impl PubSub {
         if !self.monitors.is_empty() {
             self.remove_monitor(id);
         }
+        self.tracking.disable(id);
         let Some(subs) = self.clients.remove(&id) else {
             return;
         };
@@ -451,8 +454,17 @@ impl PubSub {
 
 /// Publishes the keyspace events the store recorded (see `Db::notify`) and clears them:
 /// `__keyspace@<db>__:<key>` with the event name when `K` is on, `__keyevent@<db>__:<event>` with
-/// the key when `E` is on — in that order, as Redis's `notifyKeyspaceEvent` does.
-pub fn publish_events(store: &mut Store, pubsub: &PubSub, now_s: u64) {
+/// the key when `E` is on — in that order, as Redis's `notifyKeyspaceEvent` does. Modified keys
+/// recorded for CLIENT TRACKING (class [`events::TRACKED`]) become invalidations, in the same
+/// order Redis interleaves them with the events; `current` is the client whose command ran (None
+/// for the cron).
+pub fn publish_events(
+    store: &mut Store,
+    pubsub: &mut PubSub,
+    shared: &super::Shared,
+    current: Option<u64>,
+    now_s: u64,
+) {
     if store.notify_flags == 0 {
         return;
     }
@@ -461,7 +473,12 @@ pub fn publish_events(store: &mut Store, pubsub: &PubSub, now_s: u64) {
             continue;
         }
         let flags = db.notify_flags;
-        for (_class, event, key) in db.events.drain(..) {
+        for (class, event, key) in db.events.drain(..) {
+            if class & events::TRACKED != 0 {
+                let by_command = class & events::EXPIRED == 0;
+                pubsub.invalidate_key(shared, &key, current, by_command);
+                continue;
+            }
             if !pubsub.has_listeners() {
                 continue;
             }

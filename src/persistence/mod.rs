@@ -81,10 +81,13 @@ pub fn load_file(
     let now = crate::engine::now_ms();
     let ndbs = store.dbs.len();
     // Loading raises no keyspace events (Redis publishes none while loading).
+    // nor tracking invalidations (the flush before a reload sends the null one).
     let notify_flags = store.notify_flags;
     store.set_notify_flags(0);
+    store.set_tracking(false);
     let result = load_into(reader, store, now, ndbs, verify_checksum);
     store.set_notify_flags(notify_flags);
+    store.set_tracking(notify_flags & crate::events::TRACKED != 0);
     result
 }
 

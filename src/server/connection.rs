@@ -276,6 +276,9 @@ pub async fn serve(
                         class_limit = obuf_limits.pubsub;
                     }
                     super::replica::notify_fed(&shared, &mut engine);
+                    // BCAST invalidations go out once per round, as Redis sends them before
+                    // sleeping.
+                    engine.pubsub.broadcast_invalidations(&shared);
                     let aof_upto = crate::persistence::aof::offset(&engine);
                     drop(engine);
                     (aof_upto, done)

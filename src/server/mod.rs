@@ -339,9 +339,12 @@ async fn cron(shared: Arc<Shared>) {
                 let engine = &mut *engine;
                 crate::engine::pubsub::publish_events(
                     &mut engine.store,
-                    &engine.pubsub,
+                    &mut engine.pubsub,
+                    &shared,
+                    None,
                     now / 1000,
                 );
+                engine.pubsub.broadcast_invalidations(&shared);
                 shared
                     .stats
                     .expired_keys

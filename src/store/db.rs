@@ -196,7 +196,6 @@ impl Db {
         if !self.expires.is_empty() && self.is_due(key) {
             self.remove_expired(key);
             self.lazy_expired += 1;
-            self.notify(events::EXPIRED, "expired", key);
             true
         } else {
             false
@@ -214,18 +213,32 @@ impl Db {
 
     fn touch(&mut self, key: &[u8]) {
         self.changes += 1;
-        self.touch_expired(key);
+        self.bump_watch(key);
+        self.dirty += 1;
+        self.track(events::TRACKED, key);
+    }
+
+    /// Records a modification of `key` for CLIENT TRACKING (while some client tracks).
+    fn track(&mut self, class: u32, key: &[u8]) {
+        if self.notify_flags & events::TRACKED != 0 {
+            self.events.push((class, "", Bytes::copy_from_slice(key)));
+        }
+    }
+
+    fn bump_watch(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            if let Some(w) = self.watched.get_mut(key) {
+                w.version += 1;
+            }
+        }
     }
 
     /// What a deletion by expiry records: counted for the save points and WATCH, not as a
     /// command's write.
     fn touch_expired(&mut self, key: &[u8]) {
         self.dirty += 1;
-        if !self.watched.is_empty() {
-            if let Some(w) = self.watched.get_mut(key) {
-                w.version += 1;
-            }
-        }
+        self.bump_watch(key);
+        self.track(events::TRACKED | events::EXPIRED, key);
     }
 
     /// Marks a key modified without going through a write path (e.g. a handler mutated a value
@@ -238,11 +251,8 @@ impl Db {
     /// command that opened the key for writing and then failed (RedisBloom's CMS/TopK writes) makes
     /// a watching EXEC abort, but Redis's `dirty` only moves when the command replicates.
     pub fn signal_watchers(&mut self, key: &[u8]) {
-        if !self.watched.is_empty() {
-            if let Some(w) = self.watched.get_mut(key) {
-                w.version += 1;
-            }
-        }
+        self.bump_watch(key);
+        self.track(events::TRACKED, key);
     }
 
     /// Read lookup: the value, unless absent or expired.
@@ -316,10 +326,11 @@ impl Db {
         // A due key is reclaimed first (and announced as expired), so the new value is a new key.
         self.expire_if_due(&key);
         self.clear_expire(&key);
-        self.touch(&key);
+        // Redis's order: dbAdd raises `new`, then setKey signals the modification.
         if self.put(&key, value) {
             self.notify(events::NEW, "new", &key);
         }
+        self.touch(&key);
     }
 
     /// Stores `value` under `key` with no encoding override (replacing the key drops it). True if
@@ -341,10 +352,10 @@ impl Db {
     /// Stores `value` under `key`, keeping an existing TTL (SET KEEPTTL, SETRANGE, APPEND...).
     pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
         self.expire_if_due(&key);
-        self.touch(&key);
         if self.put(&key, value) {
             self.notify(events::NEW, "new", &key);
         }
+        self.touch(&key);
     }
 
     /// Removes a key and its TTL. Returns the value if the key existed (expired keys included: the
@@ -363,6 +374,8 @@ impl Db {
     fn remove_expired(&mut self, key: &[u8]) {
         self.clear_expire(key);
         if self.map.remove(key).is_some() {
+            // Redis's order: the `expired` event, then the modification (WATCH, tracking).
+            self.notify(events::EXPIRED, "expired", key);
             self.touch_expired(key);
             self.forget_encoding(key);
             if self.log_expired {
@@ -463,7 +476,6 @@ impl Db {
                 break;
             }
             self.remove_expired(&key);
-            self.notify(events::EXPIRED, "expired", &key);
             n += 1;
         }
         n
@@ -640,8 +652,18 @@ impl Store {
         db
     }
 
-    /// Applies `notify-keyspace-events` to every database.
+    /// Applies `notify-keyspace-events` to every database (CLIENT TRACKING's bit is kept).
     pub fn set_notify_flags(&mut self, flags: u32) {
+        let flags = (flags & !events::TRACKED) | (self.notify_flags & events::TRACKED);
+        self.notify_flags = flags;
+        for d in &mut self.dbs {
+            d.notify_flags = flags;
+        }
+    }
+
+    /// Turns the recording of modified keys for CLIENT TRACKING on or off.
+    pub fn set_tracking(&mut self, on: bool) {
+        let flags = (self.notify_flags & !events::TRACKED) | if on { events::TRACKED } else { 0 };
         self.notify_flags = flags;
         for d in &mut self.dbs {
             d.notify_flags = flags;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod redis;
+pub mod session;
 pub mod vectors;
 
 use std::io::{Read, Write};

@@ -1,0 +1,445 @@
+//! Client-side caching: CLIENT TRACKING's registry and the invalidation messages.
+//!
+//! A tracking client may cache what it reads; the server promises to tell it when a key it may
+//! have cached changes. Redis 7.0 has two modes, and so do we:
+//! - **Default mode** remembers, after every read-only command of a tracking client, the keys the
+//!   command named (per the command table's key positions). The table maps a key *name* to the ids
+//!   of the clients that read it, across all databases, as Redis's `TrackingTable` does (a write to
+//!   `k` in db 1 invalidates a client that read `k` in db 0). An invalidation removes the key's
+//!   entry: the client must read it again to be told again. Entries of clients that turned tracking
+//!   off stay until the key changes, and are skipped then, as in Redis. OPTIN/OPTOUT narrow what is
+//!   remembered to the commands after `CLIENT CACHING yes` / outside `CLIENT CACHING no`.
+//! - **Broadcast mode** (BCAST) remembers nothing per client: every modified key is filed under each
+//!   registered prefix it starts with, and the keys collected per prefix are sent, as one message,
+//!   to every client registered for that prefix at the end of each connection's batch and after
+//!   each active-expiry pass (Redis sends them in `beforeSleep`, i.e. after the event-loop round).
+//!
+//! The store records every modification (command writes, lazy and active expiry) among its
+//! keyspace events while this registry is active ([`crate::events::TRACKED`]), in the order Redis
+//! signals them; [`super::pubsub::publish_events`] routes them here after each command. FLUSHDB
+//! and FLUSHALL send every tracking client the "null" invalidation and forget the whole table.
+//!
+//! Messages: a RESP3 client gets `>2 invalidate [keys]` on its own connection; with REDIRECT the
+//! message goes to the other client, as that push when it speaks RESP3, or as a pub/sub message
+//! on `__redis__:invalidate` when it speaks RESP2 and is in the subscriber context (otherwise it
+//! is dropped, as Redis does). Invalidations a client causes for itself are sent after the reply
+//! of the command (after EXEC's reply inside a transaction), as Redis 7.0 does
+//! (`tracking_pending_keys`); NOLOOP suppresses them. A redirect target that went away turns
+//! into a `tracking-redir-broken` push to the tracking client (RESP3 only) and the
+//! `broken_redirect` flag.
+//!
+//! Not implemented: `tracking-table-max-keys` (Redis evicts random table entries beyond it,
+//! sending their invalidations); the table here is unbounded.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::pubsub::PubSub;
+use super::{ClientHandle, Shared};
+use crate::protocol::reply::{put_bulk, put_header};
+
+/// The options of one `CLIENT TRACKING ON`, already validated by the command.
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// Client id to send invalidations to (0 = this connection).
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    pub prefixes: Vec<Bytes>,
+}
+
+/// One tracking client.
+pub struct TrackState {
+    handle: Arc<ClientHandle>,
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// `CLIENT CACHING yes|no` given for the next command (or transaction).
+    pub caching: bool,
+    /// The redirect target was gone when a message was due.
+    pub broken_redirect: bool,
+    /// BCAST prefixes, sorted (CLIENT TRACKINGINFO lists them so).
+    pub prefixes: BTreeSet<Bytes>,
+}
+
+#[derive(Default)]
+struct Bcast {
+    clients: BTreeSet<u64>,
+    /// Keys modified since the last broadcast, each with the client that modified it last (None:
+    /// expiry, or several clients), so NOLOOP can leave out a client's own changes.
+    keys: BTreeMap<Bytes, Option<u64>>,
+}
+
+/// Every tracking client, the default-mode table and the broadcast prefixes.
+#[derive(Default)]
+pub struct Tracking {
+    clients: HashMap<u64, TrackState, ahash::RandomState>,
+    table: HashMap<Bytes, BTreeSet<u64>, ahash::RandomState>,
+    items: usize,
+    prefixes: BTreeMap<Bytes, Bcast>,
+    /// Invalidations owed to the client running the current command, sent after its reply:
+    /// Some(key), or None for a flush.
+    pending: Vec<Option<Bytes>>,
+}
+
+impl Tracking {
+    /// True while anything could owe an invalidation (the store records modifications then).
+    pub fn active(&self) -> bool {
+        !self.clients.is_empty() || !self.table.is_empty() || !self.prefixes.is_empty()
+    }
+
+    pub fn state(&self, id: u64) -> Option<&TrackState> {
+        self.clients.get(&id)
+    }
+
+    pub fn state_mut(&mut self, id: u64) -> Option<&mut TrackState> {
+        self.clients.get_mut(&id)
+    }
+
+    /// Clients with tracking on (INFO `tracking_clients`).
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Keys in the default-mode table, client entries in it, and broadcast prefixes (INFO stats).
+    pub fn totals(&self) -> (usize, usize, usize) {
+        (self.table.len(), self.items, self.prefixes.len())
+    }
+
+    /// `CLIENT TRACKING ON`: turns tracking on (or changes its options) for `handle`. BCAST
+    /// prefixes add to the ones already registered, as in Redis.
+    pub fn enable(&mut self, handle: &Arc<ClientHandle>, o: &Options) {
+        let id = handle.id;
+        let st = self.clients.entry(id).or_insert_with(|| TrackState {
+            handle: handle.clone(),
+            redirect: 0,
+            bcast: false,
+            optin: false,
+            optout: false,
+            noloop: false,
+            caching: false,
+            broken_redirect: false,
+            prefixes: BTreeSet::new(),
+        });
+        st.broken_redirect = false;
+        st.redirect = o.redirect;
+        st.bcast = o.bcast;
+        st.optin = o.optin;
+        st.optout = o.optout;
+        st.noloop = o.noloop;
+        if o.bcast {
+            let empty = [Bytes::new()];
+            let list = if o.prefixes.is_empty() {
+                &empty[..]
+            } else {
+                &o.prefixes[..]
+            };
+            for p in list {
+                let p = Bytes::copy_from_slice(p);
+                if st.prefixes.insert(p.clone()) {
+                    self.prefixes.entry(p).or_default().clients.insert(id);
+                }
+            }
+        }
+    }
+
+    /// `CLIENT TRACKING OFF`, RESET and disconnection.
+    pub fn disable(&mut self, id: u64) {
+        let Some(st) = self.clients.remove(&id) else {
+            return;
+        };
+        for p in st.prefixes {
+            if let Some(bs) = self.prefixes.get_mut(&p) {
+                bs.clients.remove(&id);
+                if bs.clients.is_empty() {
+                    self.prefixes.remove(&p);
+                }
+            }
+        }
+    }
+
+    /// After a read-only command of client `id`: remembers the keys it read, if its mode says so.
+    pub fn remember(&mut self, id: u64, keys: &[&Bytes]) {
+        let Some(st) = self.clients.get(&id) else {
+            return;
+        };
+        if st.bcast || (st.optin && !st.caching) || (st.optout && st.caching) {
+            return;
+        }
+        for k in keys {
+            let ids = match self.table.get_mut(k.as_ref() as &[u8]) {
+                Some(ids) => ids,
+                None => self.table.entry(Bytes::copy_from_slice(k)).or_default(),
+            };
+            if ids.insert(id) {
+                self.items += 1;
+            }
+        }
+    }
+}
+
+/// `*1 $key`: the value part of an invalidation of one key.
+fn one_key(key: &[u8]) -> BytesMut {
+    let mut v = BytesMut::with_capacity(key.len() + 16);
+    put_header(&mut v, b'*', 1);
+    put_bulk(&mut v, key);
+    v
+}
+
+/// The null a flush invalidation carries, in the protocol of the *tracking* client (Redis uses
+/// `shared.null[c->resp]` of that client even when the message goes to a redirect target).
+fn null_for(proto: usize) -> &'static [u8] {
+    if proto >= 3 {
+        b"_\r\n"
+    } else {
+        b"$-1\r\n"
+    }
+}
+
+impl PubSub {
+    /// A key was modified (`by_command`: by the command `current` runs; otherwise by expiry).
+    pub fn invalidate_key(
+        &mut self,
+        shared: &Shared,
+        key: &Bytes,
+        current: Option<u64>,
+        by_command: bool,
+    ) {
+        let t = &mut self.tracking;
+        if !t.prefixes.is_empty() {
+            for (p, bs) in t.prefixes.iter_mut() {
+                if key.starts_with(p) {
+                    // The last modifier wins, as Redis's raxInsert overwrites.
+                    bs.keys
+                        .insert(key.clone(), if by_command { current } else { None });
+                }
+            }
+        }
+        let Some(ids) = t.table.remove(key) else {
+            return;
+        };
+        t.items -= ids.len();
+        let value = one_key(key);
+        for id in ids {
+            let Some(st) = self.tracking.clients.get(&id) else {
+                continue;
+            };
+            if st.bcast || (st.noloop && current == Some(id)) {
+                continue;
+            }
+            if current == Some(id) {
+                self.tracking.pending.push(Some(key.clone()));
+            } else {
+                self.send_invalidation(shared, id, &value, None);
+            }
+        }
+    }
+
+    /// FLUSHDB / FLUSHALL: the null invalidation to every tracking client, and the table is
+    /// forgotten.
+    pub fn invalidate_all(&mut self, shared: &Shared, current: Option<u64>) {
+        let ids: Vec<(u64, usize)> = self
+            .tracking
+            .clients
+            .iter()
+            .map(|(&id, st)| (id, st.handle.proto.load(Ordering::Relaxed)))
+            .collect();
+        for (id, proto) in ids {
+            if current == Some(id) {
+                self.tracking.pending.push(None);
+            } else {
+                self.send_invalidation(shared, id, null_for(proto), None);
+            }
+        }
+        self.tracking.table.clear();
+        self.tracking.items = 0;
+    }
+
+    /// Sends the invalidations client `current` caused for itself, after its reply: messages for
+    /// its own connection are appended to `after_reply`.
+    pub fn flush_pending_invalidations(
+        &mut self,
+        shared: &Shared,
+        current: u64,
+        after_reply: &mut BytesMut,
+    ) {
+        if self.tracking.pending.is_empty() {
+            return;
+        }
+        let proto = self
+            .tracking
+            .clients
+            .get(&current)
+            .map_or(2, |st| st.handle.proto.load(Ordering::Relaxed));
+        for item in std::mem::take(&mut self.tracking.pending) {
+            let value = match &item {
+                Some(key) => one_key(key),
+                None => BytesMut::from(null_for(proto)),
+            };
+            self.send_invalidation(shared, current, &value, Some((current, after_reply)));
+        }
+    }
+
+    /// BCAST: sends each prefix's collected keys to the clients registered for it.
+    pub fn broadcast_invalidations(&mut self, shared: &Shared) {
+        if self.tracking.prefixes.is_empty() {
+            return;
+        }
+        let mut work: Vec<(u64, BytesMut)> = Vec::new();
+        for bs in self.tracking.prefixes.values_mut() {
+            if bs.keys.is_empty() {
+                continue;
+            }
+            let keys = std::mem::take(&mut bs.keys);
+            let build = |skip: Option<u64>| {
+                let n = keys
+                    .values()
+                    .filter(|&&by| skip.is_none() || by != skip)
+                    .count();
+                if n == 0 {
+                    return None;
+                }
+                let mut v = BytesMut::new();
+                put_header(&mut v, b'*', n);
+                for (k, &by) in &keys {
+                    if skip.is_none() || by != skip {
+                        put_bulk(&mut v, k);
+                    }
+                }
+                Some(v)
+            };
+            let common = build(None);
+            for &id in &bs.clients {
+                let noloop = self.tracking.clients.get(&id).is_some_and(|st| st.noloop);
+                let msg = if noloop {
+                    build(Some(id))
+                } else {
+                    common.clone()
+                };
+                if let Some(m) = msg {
+                    work.push((id, m));
+                }
+            }
+        }
+        for (id, value) in work {
+            self.send_invalidation(shared, id, &value, None);
+        }
+    }
+
+    /// Sends tracking client `id` an invalidation whose value part is `value`, where Redis's
+    /// `sendTrackingMessage` would: see the module essay. `own` = (current client, its
+    /// after-reply buffer) for messages deferred past the current reply.
+    fn send_invalidation(
+        &mut self,
+        shared: &Shared,
+        id: u64,
+        value: &[u8],
+        own: Option<(u64, &mut BytesMut)>,
+    ) {
+        let Some(st) = self.tracking.clients.get_mut(&id) else {
+            return;
+        };
+        let (dest, redirected) = if st.redirect != 0 {
+            let target = shared.clients().get(&st.redirect).cloned();
+            match target {
+                Some(h) => (h, true),
+                None => {
+                    st.broken_redirect = true;
+                    if st.handle.proto.load(Ordering::Relaxed) >= 3 {
+                        let mut m = BytesMut::new();
+                        put_header(&mut m, b'>', 2);
+                        put_bulk(&mut m, b"tracking-redir-broken");
+                        m.put_slice(format!(":{}\r\n", st.redirect).as_bytes());
+                        let h = st.handle.clone();
+                        emit(&h, &m, own);
+                    }
+                    return;
+                }
+            }
+        } else {
+            (st.handle.clone(), false)
+        };
+        let mut m = BytesMut::with_capacity(40 + value.len());
+        if dest.proto.load(Ordering::Relaxed) >= 3 {
+            put_header(&mut m, b'>', 2);
+            put_bulk(&mut m, b"invalidate");
+        } else if redirected && self.is_subscriber(dest.id) {
+            put_header(&mut m, b'*', 3);
+            put_bulk(&mut m, b"message");
+            put_bulk(&mut m, b"__redis__:invalidate");
+        } else {
+            // RESP2 without a redirect to a subscriber: nowhere to send it (as in Redis).
+            return;
+        }
+        m.put_slice(value);
+        emit(&dest, &m, own);
+    }
+}
+
+fn emit(dest: &ClientHandle, bytes: &[u8], own: Option<(u64, &mut BytesMut)>) {
+    match own {
+        Some((id, buf)) if id == dest.id => buf.extend_from_slice(bytes),
+        _ => dest.outbox.push_raw(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: u64) -> Arc<ClientHandle> {
+        let a = "127.0.0.1:1".parse().unwrap();
+        Arc::new(ClientHandle::new(id, a, a))
+    }
+
+    #[test]
+    fn modes_decide_what_is_remembered() {
+        let mut t = Tracking::default();
+        let (a, b) = (client(1), client(2));
+        t.enable(&a, &Options::default());
+        t.enable(
+            &b,
+            &Options {
+                optin: true,
+                ..Options::default()
+            },
+        );
+        let k = Bytes::from("k");
+        t.remember(1, &[&k]);
+        t.remember(2, &[&k]);
+        assert_eq!(t.totals(), (1, 1, 0));
+        t.state_mut(2).unwrap().caching = true;
+        t.remember(2, &[&k]);
+        assert_eq!(t.totals(), (1, 2, 0));
+        t.disable(2);
+        assert_eq!(t.clients(), 1);
+        // The entry stays until the key changes.
+        assert_eq!(t.totals(), (1, 2, 0));
+    }
+
+    #[test]
+    fn bcast_prefixes_are_shared_and_released() {
+        let mut t = Tracking::default();
+        let (a, b) = (client(1), client(2));
+        let o = Options {
+            bcast: true,
+            prefixes: vec![Bytes::from("a"), Bytes::from("b")],
+            ..Options::default()
+        };
+        t.enable(&a, &o);
+        t.enable(&b, &o);
+        assert_eq!(t.totals().2, 2);
+        t.disable(1);
+        assert_eq!(t.totals().2, 2);
+        t.disable(2);
+        assert_eq!(t.totals().2, 0);
+        assert!(!t.active());
+    }
+}

@@ -1,0 +1,164 @@
+//! CLIENT TRACKING for what a plain `redis-server` cannot be compared on (the differential tests
+//! in `diff_tracking.rs` cover the rest): invalidations for writes to filters, sketches and
+//! t-digests (RedisBloom's commands open their keys for writing, and Redis signals every key a
+//! module opened for writing), and for active expiry, which no command triggers.
+
+mod common;
+
+use common::{start_server, RawConn};
+
+/// A RESP3 connection with tracking on.
+fn tracking_conn(addr: std::net::SocketAddr, options: &[&str]) -> RawConn {
+    let mut c = RawConn::connect(addr);
+    assert!(c.cmd_str(&["HELLO", "3"]).starts_with(b"%"));
+    let mut argv = vec!["CLIENT", "TRACKING", "on"];
+    argv.extend_from_slice(options);
+    assert_eq!(c.cmd_str(&argv), b"+OK\r\n");
+    c
+}
+
+/// What `c` (RESP3) received before the reply to `PING marker`.
+fn received(c: &mut RawConn, marker: &str) -> Vec<u8> {
+    c.send(&[b"PING", marker.as_bytes()]);
+    let mut out = Vec::new();
+    loop {
+        let f = c.read_reply();
+        if f == format!("${}\r\n{marker}\r\n", marker.len()).as_bytes() {
+            return out;
+        }
+        out.extend_from_slice(&f);
+    }
+}
+
+fn invalidate(keys: &[&str]) -> Vec<u8> {
+    let mut v = format!(">2\r\n$10\r\ninvalidate\r\n*{}\r\n", keys.len()).into_bytes();
+    for k in keys {
+        v.extend_from_slice(format!("${}\r\n{k}\r\n", k.len()).as_bytes());
+    }
+    v
+}
+
+/// (setup, a read-only command the reader runs, a write another client runs), all on key `x`.
+type Case<'a> = (&'a [&'a [&'a str]], &'a [&'a str], &'a [&'a str]);
+
+#[test]
+fn every_family_write_invalidates_a_reader() {
+    let server = start_server();
+    let cases: &[Case] = &[
+        (
+            &[&["BF.RESERVE", "x", "0.01", "100"]],
+            &["BF.EXISTS", "x", "a"],
+            &["BF.ADD", "x", "a"],
+        ),
+        (
+            &[&["BF.ADD", "x", "a"]],
+            &["BF.EXISTS", "x", "a"],
+            &["BF.ADD", "x", "a"],
+        ),
+        (
+            &[&["BF.ADD", "x", "a"]],
+            &["BF.CARD", "x"],
+            &["BF.MADD", "x", "b", "c"],
+        ),
+        (
+            &[&["CF.RESERVE", "x", "100"]],
+            &["CF.EXISTS", "x", "a"],
+            &["CF.ADD", "x", "a"],
+        ),
+        (
+            &[&["CF.ADD", "x", "a"]],
+            &["CF.COUNT", "x", "a"],
+            &["CF.DEL", "x", "a"],
+        ),
+        (
+            &[&["CMS.INITBYDIM", "x", "10", "5"]],
+            &["CMS.QUERY", "x", "a"],
+            &["CMS.INCRBY", "x", "a", "1"],
+        ),
+        (
+            &[&["TOPK.RESERVE", "x", "3"]],
+            &["TOPK.QUERY", "x", "a"],
+            &["TOPK.ADD", "x", "a"],
+        ),
+        (
+            &[&["TDIGEST.CREATE", "x"]],
+            &["TDIGEST.QUANTILE", "x", "0.5"],
+            &["TDIGEST.ADD", "x", "1.5"],
+        ),
+        (
+            &[&["PFADD", "x", "a"]],
+            &["PFCOUNT", "x"],
+            &["PFADD", "x", "b"],
+        ),
+        (
+            &[&["PFADD", "x", "a"]],
+            &["PFCOUNT", "x"],
+            &["PFMERGE", "x", "x"],
+        ),
+        (
+            &[&["BF.ADD", "x", "a"]],
+            &["BF.EXISTS", "x", "a"],
+            &["DEL", "x"],
+        ),
+        (
+            &[&["BF.ADD", "x", "a"]],
+            &["EXISTS", "x"],
+            &["EXPIRE", "x", "100"],
+        ),
+    ];
+    for (n, (setup, read, write)) in cases.iter().enumerate() {
+        let mut writer = server.raw();
+        assert_eq!(writer.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+        for cmd in setup.iter() {
+            let r = writer.cmd_str(cmd);
+            assert!(!r.starts_with(b"-"), "case {n}: {cmd:?} -> {r:?}");
+        }
+        let mut reader = tracking_conn(server.addr, &[]);
+        let r = reader.cmd_str(read);
+        assert!(!r.starts_with(b"-"), "case {n}: {read:?} -> {r:?}");
+        assert_eq!(received(&mut reader, "before"), b"", "case {n}");
+        let r = writer.cmd_str(write);
+        assert!(!r.starts_with(b"-"), "case {n}: {write:?} -> {r:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&received(&mut reader, "after")),
+            String::from_utf8_lossy(&invalidate(&["x"])),
+            "case {n}: {read:?} then {write:?}"
+        );
+        // The entry is gone: a second write says nothing until the key is read again.
+        writer.cmd_str(write);
+        assert_eq!(received(&mut reader, "again"), b"", "case {n}");
+    }
+}
+
+#[test]
+fn bcast_sees_module_writes_by_prefix() {
+    let server = start_server();
+    let mut reader = tracking_conn(server.addr, &["BCAST", "PREFIX", "bf:", "PREFIX", "cf:"]);
+    let mut writer = server.raw();
+    writer.cmd_str(&["BF.MADD", "bf:1", "a", "b"]);
+    writer.cmd_str(&["CF.ADD", "cf:1", "a"]);
+    writer.cmd_str(&["SET", "other", "1"]);
+    let mut expected = invalidate(&["bf:1"]);
+    expected.extend_from_slice(&invalidate(&["cf:1"]));
+    // Each write is its own round, so its own message; the order of the rounds is kept.
+    assert_eq!(
+        String::from_utf8_lossy(&received(&mut reader, "m")),
+        String::from_utf8_lossy(&expected)
+    );
+}
+
+#[test]
+fn active_expiry_invalidates_without_any_command() {
+    let server = start_server();
+    let mut reader = tracking_conn(server.addr, &[]);
+    let mut writer = server.raw();
+    assert_eq!(writer.cmd_str(&["SET", "e", "v", "PX", "30"]), b"+OK\r\n");
+    assert_eq!(reader.cmd_str(&["GET", "e"]), b"$1\r\nv\r\n");
+    // Nobody touches the key: the cron reclaims it and the push arrives on its own.
+    assert_eq!(
+        String::from_utf8_lossy(&reader.read_reply()),
+        String::from_utf8_lossy(&invalidate(&["e"]))
+    );
+    let info = writer.cmd_str(&["INFO", "clients"]);
+    assert!(String::from_utf8_lossy(&info).contains("tracking_clients:1\r\n"));
+}
