@@ -222,6 +222,36 @@ fn pubsub_class_comes_from_the_directive_and_omem_grows() {
         .contains(&format!(" addr={local} ")));
 }
 
+/// A MONITOR client that stops reading cannot be paused (its output is other clients'
+/// commands): with the default `normal 0 0 0` it is closed past 64 MiB pending (beyond Redis,
+/// which would hold it all), with the log line.
+#[test]
+fn a_monitor_that_never_reads_is_closed() {
+    let s = Logged::start("obuf-monitor", &[]);
+    let mut c = RawConn::connect(s.addr);
+    let mut m = RawConn::connect(s.addr);
+    let local = m.stream.local_addr().unwrap();
+    assert_eq!(m.cmd_str(&["MONITOR"]), b"+OK\r\n");
+    let value = "v".repeat(100 * 1024);
+    let mut sent = 0;
+    while client_line(&mut c, local).is_some() {
+        for _ in 0..50 {
+            assert_eq!(c.cmd_str(&["SET", "k", &value]), b"+OK\r\n");
+        }
+        sent += 50;
+        assert!(
+            sent < 5000,
+            "the monitor is still connected after {sent} SETs of 100 KB"
+        );
+    }
+    wait_for("the log line", Duration::from_secs(10), || {
+        s.log_line(LOG_LINE).is_some()
+    });
+    let line = s.log_line(LOG_LINE).unwrap();
+    assert!(line.contains(&format!(" addr={local} ")), "{line}");
+    assert!(field(&line, "omem").unwrap() >= 64 << 20, "{line}");
+}
+
 /// With the default config a client that never reads is paused, not closed: its CLIENT LIST line
 /// shows the pending output (at most the bound plus one reply) and the requests it still has.
 #[test]

@@ -99,6 +99,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.store.set_notify_flags(updated.notify_keyspace_events);
     // Deliveries to subscribers apply the pubsub class under the keyspace lock, which this holds.
     ctx.pubsub.limit = Some(updated.client_obuf_limits.pubsub);
+    ctx.pubsub.monitor_limit = Some(updated.client_obuf_limits.monitor());
     // A new password does not log out connected clients, as in Redis.
     ctx.shared.replace_config(updated);
     Ok(Reply::ok())

@@ -90,6 +90,10 @@ impl Default for ObufLimits {
     }
 }
 
+/// Hard limit for a MONITOR client when the normal class has none (64 MiB: twice the pubsub
+/// class's default hard limit, which is the analogous stream of pushed output).
+pub const MONITOR_FALLBACK_HARD: u64 = 64 << 20;
+
 pub const WRONG_NUMBER: &str = "Wrong number of arguments in buffer limit configuration.";
 pub const INVALID_CLASS: &str = "Invalid client class specified in buffer limit configuration.";
 pub const BAD_VALUE: &str =
@@ -136,6 +140,21 @@ impl ObufLimits {
             l.hard = repl_backlog_size;
         }
         l
+    }
+
+    /// The limit for MONITOR clients, whose output comes from other clients' commands and so
+    /// cannot be paused: the normal class, as in Redis; beyond Redis, with `normal 0 0 0` a
+    /// hard limit of [`MONITOR_FALLBACK_HARD`], so that a monitor that stops reading cannot grow
+    /// without bound.
+    pub fn monitor(&self) -> OutputLimit {
+        if self.normal == OutputLimit::NONE {
+            OutputLimit {
+                hard: MONITOR_FALLBACK_HARD,
+                ..OutputLimit::NONE
+            }
+        } else {
+            self.normal
+        }
     }
 
     fn class_mut(&mut self, class: &str) -> Option<&mut OutputLimit> {

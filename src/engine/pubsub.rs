@@ -155,6 +155,8 @@ pub struct PubSub {
     pub monitors: Vec<Arc<ClientHandle>>,
     /// CLIENT TRACKING ([`super::tracking`]): invalidations reach clients the same way.
     pub tracking: super::tracking::Tracking,
+    /// Monitors' output limit (`ObufLimits::monitor`: the normal class, or a fallback hard limit).
+    pub monitor_limit: Option<OutputLimit>,
 }
 
 /// The encoded body of a message frame: `$<kind>`, then the optional pattern, channel, payload.
@@ -175,6 +177,7 @@ impl PubSub {
     pub fn new() -> PubSub {
         PubSub {
             limit: Some(crate::config::ObufLimits::default().pubsub),
+            monitor_limit: Some(crate::config::ObufLimits::default().monitor()),
             ..PubSub::default()
         }
     }
@@ -442,6 +445,11 @@ impl PubSub {
                 own = Some(Bytes::copy_from_slice(&line));
             } else {
                 m.outbox.push_raw(&line);
+                if let Some(limit) = &self.monitor_limit {
+                    if m.output_limit_reached(limit, m.output_pending(), now.as_secs()) {
+                        m.close_for_output_limit();
+                    }
+                }
             }
         }
         own

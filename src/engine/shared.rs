@@ -383,7 +383,7 @@ impl Shared {
         let maxmemory = config.maxmemory;
         let knobs = ReplKnobs::default();
         knobs.update(&config);
-        let pubsub_limit = config.client_obuf_limits.pubsub;
+        let obuf_limits = config.client_obuf_limits;
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
             engine: Mutex::new(engine),
@@ -407,7 +407,11 @@ impl Shared {
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
-        shared.engine().pubsub.limit = Some(pubsub_limit);
+        {
+            let mut engine = shared.engine();
+            engine.pubsub.limit = Some(obuf_limits.pubsub);
+            engine.pubsub.monitor_limit = Some(obuf_limits.monitor());
+        }
         shared
     }
 
