@@ -40,7 +40,9 @@
 //! is closed asynchronously with Redis's log line ("Client <CLIENT LIST line> scheduled to be
 //! closed ASAP for overcoming of output buffer limits."). The checks run after each reply, on
 //! each pub/sub delivery (`engine::pubsub`), and while a write waits (a timer for the soft limit).
-//! Replicas are checked in `server::replica` against the replica class.
+//! Replicas are checked in `server::replica` against the replica class. MONITOR clients cannot be
+//! paused (their output is other clients' commands): `engine::pubsub` applies the normal class
+//! to them, or 64 MiB hard when the normal class has no limit.
 //!
 //! What the connection holds is published on its [`ClientHandle`] (`mem`) for CLIENT LIST's
 //! `qbuf`, `qbuf-free`, `argv-mem`, `omem` and `tot-mem`, and for the limits.
