@@ -1047,3 +1047,44 @@ fn a_redis6_single_file_aof_is_migrated_as_redis_7_does() {
         }
     }
 }
+
+/// A startup load that outlasts cron ticks leaves the manifest alone (the cron once took the
+/// not-yet-open AOF for `CONFIG SET appendonly yes` and installed a manifest of the half-loaded
+/// keyspace over the files being loaded: the next restart came up empty).
+#[test]
+fn a_slow_startup_load_keeps_the_manifest() {
+    let dir = tempdir("aof-slow-load");
+    let args = ["--appendonly", "yes", "--appendfsync", "always"];
+    let (mut child, addr) = Hb::spawn(&dir, &args);
+    let mut c = connect_when_ready(addr);
+    wait_loaded(&mut c);
+    // Past the first manifest (seq 1), so a manifest written by mistake shows.
+    c.cmd_str(&["SET", "slow:0", "v"]);
+    c.cmd_str(&["BGREWRITEAOF"]);
+    wait_rewrites(&mut c, 1);
+    let n = 300_000;
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let k = format!("slow:{i}");
+        bytes.extend(common::encode_command(&[b"SET", k.as_bytes(), b"v"]));
+    }
+    c.send_raw(&bytes);
+    for _ in 0..n {
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+    }
+    child.kill9();
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    let before = std::fs::read_to_string(&manifest).unwrap();
+    for round in 0..2 {
+        let (mut child, addr) = Hb::spawn(&dir, &args);
+        let mut c = connect_when_ready(addr);
+        wait_loaded(&mut c);
+        assert_eq!(
+            c.cmd_str(&["DBSIZE"]),
+            format!(":{n}\r\n").into_bytes(),
+            "restart {round}"
+        );
+        assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before);
+        child.kill9();
+    }
+}

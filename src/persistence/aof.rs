@@ -532,6 +532,11 @@ fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
 /// scheduled or automatic rewrite, a writer pass for what nobody committed (active expiry, a
 /// failed write to retry), and the everysec fsync (in a thread, off the connections' path).
 pub fn cron(shared: &Arc<Shared>) {
+    // Nothing while the startup load runs: the AOF is not open yet, and turning it "on" then
+    // would install a manifest of the half-loaded keyspace over the files being loaded.
+    if shared.loading.load(Ordering::SeqCst) {
+        return;
+    }
     {
         let mut guard = shared.aof();
         let mut engine = shared.engine();
