@@ -83,6 +83,23 @@ if [[ $run_compat == 1 ]]; then
         echo "$want" >"$stamp"
     fi
     "$VENV/bin/python" -c 'import sys, redis, pytest, psycopg; print("python", sys.version.split()[0], "| redis-py", redis.__version__, "| psycopg", psycopg.__version__, "| pytest", pytest.__version__)'
+
+    # -----------------------------------------------------------------------------------------
+    # 2b. Node packages for tests/compat/test_pubsub.py (ioredis), into the target directory and
+    #     only when missing. Without node the test skips and says why.
+    # -----------------------------------------------------------------------------------------
+    NODE_DIR=${HYPERBLOOM_NODE_DIR:-$TARGET/compat-node}
+    export HYPERBLOOM_NODE_DIR=$NODE_DIR
+    if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+        if [[ ! -d $NODE_DIR/node_modules/ioredis ]]; then
+            step "installing ioredis into $NODE_DIR"
+            mkdir -p "$NODE_DIR"
+            npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent ioredis@5
+        fi
+        echo "node $(node --version) | ioredis $(node -p "require('$NODE_DIR/node_modules/ioredis/package.json').version")"
+    else
+        echo "node/npm not installed: tests/compat/test_pubsub.py::test_ioredis_subscribe will skip"
+    fi
 fi
 
 # ---------------------------------------------------------------------------------------------
