@@ -103,7 +103,8 @@ def svg_plot(path: Path, title: str, xlabel: str, ylabel: str, series: dict[str,
             out.append(f'<polyline points="{d}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
         for x, y in good:
             out.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{c}"/>')
-        ly = mt + 6 + 18 * i
+        # Legend in the plot's lower right, below the curves (which start well above zero).
+        ly = h - mb - 14 - 18 * (len(series) - 1 - i)
         out.append(f'<line x1="{w - mr - 190}" y1="{ly}" x2="{w - mr - 165}" y2="{ly}" stroke="{c}" '
                    f'stroke-width="2"{dash}/>')
         out.append(f'<text x="{w - mr - 160}" y="{ly + 4}">{name}</text>')
@@ -165,6 +166,7 @@ def links_curve(args, servers, out: Path) -> None:
     res: dict[tuple, list] = {}
     cpu: dict[tuple, list] = {}
     have = [s for s in servers if bl.has_command(s.port, "bf.exists")]
+    args = argparse.Namespace(**{**vars(args), "requests": args.links_requests})
     for links in LINKS:
         for s in have:
             got = bl.fill_links(s.port, "bench:links", links)
@@ -201,6 +203,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--requests", type=int, default=100000)
     ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--links-requests", type=int, default=300000,
+                    help="-n of each links point (CPU time is read in 10 ms ticks: more requests, finer steps)")
     ap.add_argument("--pin", action="store_true", help="server on core 1, redis-benchmark on core 0")
     ap.add_argument("--only", choices=["clients", "links"], default=None)
     ap.add_argument("--out", default=str(bl.ROOT / "docs" / "bench"))

@@ -323,6 +323,8 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
         return int(m.group(1)) if m else None
 
     for name, argv in server_argv(args, hb_bin):
+        if args.no_reference and name != "hyperbloom":
+            continue
         idle = one(name, argv, None, 1)
         print(f"{name}: idle baseline {idle:,} Ir", file=sys.stderr)
         for pipeline in pipelines:
@@ -367,6 +369,8 @@ def main() -> int:
     ap.add_argument("--callgrind", action="store_true",
                     help="count instructions per request under valgrind instead of timing (one client)")
     ap.add_argument("--redis-module", default=None, help="module to load into the reference (RedisBloom .so)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="--callgrind: hyperbloom only (reuse a reference run's numbers)")
     ap.add_argument("--hyperbloom", default=None, help="hyperbloom binary (default: the release build)")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark"))
