@@ -84,7 +84,7 @@ fn hll_store(n: u64) -> Store {
         for j in 0..10 {
             let _ = hyperbloom::store::hll::add(&mut v, format!("{i}:{j}").as_bytes(), 3000);
         }
-        store.dbs[0].insert(Bytes::from(format!("hll:{i}")), Value::Str(v));
+        store.dbs[0].insert(Bytes::from(format!("hll:{i}")), Value::Str(v.into()));
     }
     store
 }

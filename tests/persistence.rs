@@ -213,7 +213,12 @@ fn sample_store() -> Store {
         let k = bytes::Bytes::from(format!("key:{i}"));
         store.dbs[(i % 3) as usize].insert(
             k.clone(),
-            Value::Str(format!("value {i} ").repeat(i as usize % 40).into_bytes()),
+            Value::Str(
+                format!("value {i} ")
+                    .repeat(i as usize % 40)
+                    .into_bytes()
+                    .into(),
+            ),
         );
         if i % 7 == 0 {
             store.dbs[(i % 3) as usize].set_expire(&k, 4102444800000 + i as u64);
@@ -384,7 +389,7 @@ fn binary_answers_loading_while_it_loads() {
                 seed as u8
             })
             .collect();
-        store.dbs[0].insert(bytes::Bytes::from(format!("k{i}")), Value::Str(v));
+        store.dbs[0].insert(bytes::Bytes::from(format!("k{i}")), Value::Str(v.into()));
     }
     let target = Target {
         dir: dir.clone(),

@@ -16,6 +16,7 @@ use crate::error::{self, CmdError};
 use crate::events;
 use crate::protocol::Reply;
 use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
+use crate::store::string::StrMut;
 use crate::store::Value;
 
 pub const COMMANDS: &[CommandSpec] = &[
@@ -87,7 +88,7 @@ fn hll_error(e: HllError) -> CmdError {
 
 /// The string under a key that must be an HLL: WRONGTYPE (generic) for another type, then the HLL
 /// header checks.
-fn as_hll(v: &Value) -> Result<&Vec<u8>, CmdError> {
+fn as_hll(v: &Value) -> Result<&[u8], CmdError> {
     let s = v.as_str().ok_or(CmdError::Static(error::WRONGTYPE))?;
     hll::validate(s).map_err(hll_error)?;
     Ok(s)
@@ -100,7 +101,7 @@ fn sparse_max_bytes(ctx: &Ctx) -> u64 {
 /// The value of a key already validated as an HLL, for writing. Like Redis's
 /// `dbUnshareStringValue`, this makes the string `raw` even if nothing is written; the caller
 /// signals an actual change.
-fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<&'a mut Vec<u8>, CmdError> {
+fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<StrMut<'a>, CmdError> {
     ctx.db()
         .lookup_mut_unsignalled(key)
         .and_then(Value::as_str_mut)
@@ -118,7 +119,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let mut v = hll::new_sparse();
             // A fresh value cannot be corrupt; keep whatever it holds either way.
             let r = hll::pfadd(&mut v, elements, true, max_bytes);
-            db.insert(key.clone(), Value::Str(v));
+            db.insert(key.clone(), Value::Str(v.into()));
             // Redis creates HLLs as raw strings, whatever their length.
             db.lookup_mut_unsignalled(key);
             r.map_err(hll_error)?;
@@ -129,9 +130,10 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             as_hll(v)?;
         }
     }
-    let v = hll_mut(ctx, key)?;
+    let mut v = hll_mut(ctx, key)?;
     // A corrupt value found partway keeps the earlier changes but, as in Redis, is not signalled.
-    let updated = hll::pfadd(v, elements, false, max_bytes).map_err(hll_error)?;
+    let updated = hll::pfadd(&mut v, elements, false, max_bytes).map_err(hll_error)?;
+    drop(v);
     if updated {
         ctx.db().signal_modified(key);
         ctx.notify(events::STRING, "pfadd", key);
@@ -150,8 +152,9 @@ fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 as_hll(v)?;
             }
         }
-        let v = hll_mut(ctx, key)?;
-        let (card, written) = hll::count_cached(v).map_err(hll_error)?;
+        let mut v = hll_mut(ctx, key)?;
+        let (card, written) = hll::count_cached(&mut v).map_err(hll_error)?;
+        drop(v);
         if written {
             // Writing the cache back is a modification (WATCH, dirty), as in Redis.
             ctx.db().signal_modified(key);
@@ -182,10 +185,11 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let dest = &argv[1];
     if db.lookup_quiet(dest).is_none() {
-        db.insert(dest.clone(), Value::Str(hll::new_sparse()));
+        db.insert(dest.clone(), Value::Str(hll::new_sparse().into()));
     }
-    let v = hll_mut(ctx, dest)?;
-    hll::merge_apply(v, &max, any_dense, max_bytes).map_err(hll_error)?;
+    let mut v = hll_mut(ctx, dest)?;
+    hll::merge_apply(&mut v, &max, any_dense, max_bytes).map_err(hll_error)?;
+    drop(v);
     ctx.db().signal_modified(dest);
     ctx.notify(events::STRING, "pfadd", dest);
     Ok(Reply::ok())
@@ -207,21 +211,22 @@ fn pfdebug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             as_hll(v)?;
         }
     }
-    let v = hll_mut(ctx, key)?;
-    let enc = hll::validate(v).map_err(hll_error)?;
+    let mut v = hll_mut(ctx, key)?;
+    let enc = hll::validate(&v).map_err(hll_error)?;
     match &sub[..] {
         b"decode" if enc == Encoding::Dense => Err(CmdError::Static(hll::ERR_NOT_SPARSE)),
-        b"decode" => Ok(Reply::Bulk(Bytes::from(hll::sparse_debug_string(v)))),
+        b"decode" => Ok(Reply::Bulk(Bytes::from(hll::sparse_debug_string(&v)))),
         b"encoding" => Ok(Reply::Status(enc.name())),
         b"getreg" | b"todense" => {
             // Converting in place counts as a change for persistence; Redis does not signal it
             // to WATCH.
-            let converted = hll::sparse_to_dense(v).map_err(hll_error)?;
+            let converted = hll::sparse_to_dense(&mut v).map_err(hll_error)?;
             let reply = if sub == b"todense" {
                 Reply::Int(converted as i64)
             } else {
-                registers_reply(v)
+                registers_reply(&v)
             };
+            drop(v);
             if converted {
                 ctx.db().dirty += 1;
             }

@@ -27,7 +27,7 @@ use crate::events;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::db::Db;
-use crate::store::Value;
+use crate::store::{Str, Value};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
@@ -73,16 +73,16 @@ pub(crate) fn is_opt(a: &[u8], word: &str) -> bool {
 
 /// The string at `key` for a command about to write it: `Ok(None)` if absent, WRONGTYPE if it
 /// holds another type. A miss raises no `keymiss` event (Redis's `lookupKeyWrite`).
-fn read_str<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdError> {
+fn read_str<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Str>, CmdError> {
     as_string(db.lookup_quiet(key))
 }
 
 /// The string at `key` for a read command: a miss raises `keymiss` (`lookupKeyRead`).
-fn read_str_miss<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Vec<u8>>, CmdError> {
+fn read_str_miss<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a Str>, CmdError> {
     as_string(db.lookup(key))
 }
 
-fn as_string(v: Option<&Value>) -> Result<Option<&Vec<u8>>, CmdError> {
+fn as_string(v: Option<&Value>) -> Result<Option<&Str>, CmdError> {
     match v {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -95,7 +95,8 @@ fn as_string(v: Option<&Value>) -> Result<Option<&Vec<u8>>, CmdError> {
 fn get_reply(db: &mut Db, key: &[u8]) -> CmdResult {
     Ok(match read_str_miss(db, key)? {
         None => Reply::Null,
-        Some(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
+        // A long string's buffer is shared, not copied: O(1) under the lock (store::string).
+        Some(s) => Reply::Bulk(s.to_bytes()),
     })
 }
 
@@ -215,7 +216,7 @@ fn set_generic(
     if (opts.nx && found) || (opts.xx && !found) {
         return Ok(old.unwrap_or(abort));
     }
-    let v = Value::Str(value.to_vec());
+    let v = Value::str(value);
     if opts.keepttl {
         db.insert_keep_ttl(key.clone(), v);
     } else {
@@ -335,7 +336,7 @@ fn psetex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn getset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let old = get_reply(db, &argv[1])?;
-    db.insert(argv[1].clone(), Value::Str(argv[2].to_vec()));
+    db.insert(argv[1].clone(), Value::str(&argv[2]));
     db.notify(events::STRING, "set", &argv[1]);
     if ctx.propagating() {
         let mut rewritten = argv.to_vec();
@@ -365,7 +366,7 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let value = match read_str_miss(db, key)? {
         None => return Ok(Reply::Null),
-        Some(s) => Bytes::copy_from_slice(s),
+        Some(s) => s.to_bytes(),
     };
     // Redis propagates the change as DEL, PEXPIREAT or PERSIST.
     let rewritten: &[u8] = match opts.expire {
@@ -404,7 +405,7 @@ fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let out = argv[1..]
         .iter()
         .map(|k| match db.lookup(k) {
-            Some(Value::Str(s)) => Reply::Bulk(Bytes::copy_from_slice(s)),
+            Some(Value::Str(s)) => Reply::Bulk(s.to_bytes()),
             _ => Reply::Null,
         })
         .collect();
@@ -418,7 +419,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let db = ctx.db();
     for pair in argv[1..].chunks_exact(2) {
-        db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+        db.insert(pair[0].clone(), Value::str(&pair[1]));
         db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::ok())
@@ -438,7 +439,7 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     for pair in argv[1..].chunks_exact(2) {
-        db.insert(pair[0].clone(), Value::Str(pair[1].to_vec()));
+        db.insert(pair[0].clone(), Value::str(&pair[1]));
         db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::Int(1))
@@ -463,7 +464,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let extra = &argv[2];
     let old_len = match read_str(ctx.db(), key)? {
         None => {
-            ctx.db().insert(key.clone(), Value::Str(extra.to_vec()));
+            ctx.db().insert(key.clone(), Value::str(extra));
             ctx.notify(events::STRING, "append", key);
             return Ok(Reply::Int(extra.len() as i64));
         }
@@ -472,7 +473,7 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let total = old_len as u64 + extra.len() as u64;
     check_string_length(ctx, total)?;
     let db = ctx.db();
-    if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
+    if let Some(mut s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
         s.extend_from_slice(extra);
     }
     // Redis unshares the string before appending: `raw` however short.
@@ -528,6 +529,10 @@ fn getrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Bulk(Bytes::new()));
     };
     Ok(Reply::Bulk(match getrange_bounds(s.len(), start, end) {
+        // A slice of a shared buffer is a handle too.
+        Some((a, b)) if s.is_shared() && b - a >= crate::store::string::SHARE_MIN => {
+            s.to_bytes().slice(a..=b)
+        }
         Some((a, b)) => Bytes::copy_from_slice(&s[a..=b]),
         None => Bytes::new(),
     }))
@@ -553,7 +558,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let mut s = vec![0u8; new_end as usize];
             s[offset as usize..].copy_from_slice(value);
             let db = ctx.db();
-            db.insert(key.clone(), Value::Str(s));
+            db.insert(key.clone(), Value::Str(s.into()));
             // Redis builds the new string with `createObject`: `raw` however short.
             db.set_encoding_override(key, Some("raw"));
             db.notify(events::STRING, "setrange", key);
@@ -568,7 +573,7 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             let db = ctx.db();
             // Redis unshares the string before writing into it: `raw` however short.
             db.set_encoding_override(key, Some("raw"));
-            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
+            if let Some(mut s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
                 let (offset, new_end) = (offset as usize, new_end as usize);
                 if s.len() < new_end {
                     s.resize(new_end, 0);
@@ -599,10 +604,10 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
         .ok_or(CmdError::Static(error::INCR_OVERFLOW))?;
     let text = new.to_string().into_bytes();
     match current {
-        None => db.insert(key.clone(), Value::Str(text)),
+        None => db.insert(key.clone(), Value::Str(text.into())),
         Some(_) => {
-            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
-                *s = text;
+            if let Some(v) = db.lookup_mut(key) {
+                *v = Value::Str(text.into());
             }
             // Redis stores a fresh integer object: `int`, whatever the string was before.
             db.set_encoding_override(key, None);
@@ -658,10 +663,10 @@ fn incrbyfloat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // Redis stores the result with `createStringObject`: embstr up to 44 bytes, never `int`.
     let encoding = if text.len() <= 44 { "embstr" } else { "raw" };
     match current {
-        None => db.insert(key.clone(), Value::Str(text)),
+        None => db.insert(key.clone(), Value::Str(text.into())),
         Some(_) => {
-            if let Some(s) = db.lookup_mut(key).and_then(Value::as_str_mut) {
-                *s = text;
+            if let Some(v) = db.lookup_mut(key) {
+                *v = Value::Str(text.into());
             }
         }
     }

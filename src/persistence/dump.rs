@@ -80,13 +80,13 @@ mod tests {
     fn string_payload_matches_redis() {
         // DUMP of "hello dump" on Redis 7.0 (dumps.jsonl).
         let want = b"\x00\x0ahello dump\x0a\x00\x76\xbd\xb3\x79\x91\x2c\x69\xbf";
-        assert_eq!(dump(&Value::Str(b"hello dump".to_vec()), true), want);
-        assert_eq!(restore(want), Ok(Value::Str(b"hello dump".to_vec())));
+        assert_eq!(dump(&Value::str(b"hello dump"), true), want);
+        assert_eq!(restore(want), Ok(Value::str(b"hello dump")));
     }
 
     #[test]
     fn footer_checks() {
-        let mut p = dump(&Value::Str(b"x".to_vec()), true);
+        let mut p = dump(&Value::str(b"x"), true);
         assert!(verify(&p).is_ok());
         let n = p.len();
         p[n - 1] ^= 1;
@@ -102,13 +102,13 @@ mod tests {
         p.extend_from_slice(&10u16.to_le_bytes());
         let crc = crate::persistence::crc64::checksum(&p);
         p.extend_from_slice(&crc.to_le_bytes());
-        assert_eq!(restore(&p), Ok(Value::Str(b"10".to_vec())));
+        assert_eq!(restore(&p), Ok(Value::str(b"10")));
         // A length one past the body takes the version's low byte as the last character.
         let mut p = b"\x00\x0ahelo dump".to_vec();
         p.extend_from_slice(&10u16.to_le_bytes());
         let crc = crate::persistence::crc64::checksum(&p);
         p.extend_from_slice(&crc.to_le_bytes());
-        assert_eq!(restore(&p), Ok(Value::Str(b"helo dump\n".to_vec())));
+        assert_eq!(restore(&p), Ok(Value::str(b"helo dump\n")));
     }
 
     #[test]

@@ -456,17 +456,17 @@ mod tests {
 
     fn value_strategy() -> impl Strategy<Value = Value> {
         prop_oneof![
-            prop::collection::vec(any::<u8>(), 0..100).prop_map(Value::Str),
+            prop::collection::vec(any::<u8>(), 0..100).prop_map(|v| Value::Str(v.into())),
             // Integers and near-integers (int encodings and their edges).
             prop_oneof![
                 any::<i64>().prop_map(|i| i.to_string()),
                 any::<i32>().prop_map(|i| format!("0{i}")),
                 Just("-0".to_string()),
             ]
-            .prop_map(|s| Value::Str(s.into_bytes())),
+            .prop_map(|s| Value::Str(s.into_bytes().into())),
             // Compressible strings (LZF).
             (prop::collection::vec(any::<u8>(), 1..8), 3usize..400)
-                .prop_map(|(unit, n)| Value::Str(unit.repeat(n))),
+                .prop_map(|(unit, n)| Value::Str(unit.repeat(n).into())),
             (
                 1u64..500,
                 prop::collection::vec(any::<u32>(), 0..60),

@@ -1,14 +1,18 @@
 //! What a key holds.
 //!
-//! Strings (HyperLogLogs are strings too) and the module types. `Value` is `Clone` and the big module
+//! Strings (HyperLogLogs are strings too; see `store::string` for their compact and shared forms)
+//! and the module types. `Value` is 32 bytes: a string of up to 30 bytes lives inside it, and the
+//! module types are boxed. `Value` is `Clone` and the big module
 //! types keep their arrays in pages behind `Arc`, so cloning the whole keyspace for a snapshot copies
 //! only small headers; a write after the snapshot copies one page, not a filter.
+
+use super::string::{Str, StrMut};
 
 /// The value stored under a key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A binary-safe string (Redis type `string`). HyperLogLogs live here.
-    Str(Vec<u8>),
+    Str(Str),
     /// A scalable Bloom filter (RedisBloom type `MBbloom--`).
     Bloom(Box<crate::store::bloom::ScalingBloom>),
     /// A RedisBloom cuckoo filter (module type `MBbloomCF`).
@@ -77,7 +81,7 @@ impl Value {
     /// Bytes this value accounts for in `MEMORY USAGE` (key and entry overhead excluded).
     pub fn memory_usage(&self) -> usize {
         match self {
-            Value::Str(s) => s.capacity().max(s.len()) + 16,
+            Value::Str(s) => s.allocated() + 16,
             // RedisBloom's Size formula (bloom.md §8). The current RedisBloom suite expects
             // Size + 48 for key `bf`; the caller adds key length + 40, so 6 more here.
             Value::Bloom(b) => b.memory_usage() as usize + 6,
@@ -91,7 +95,12 @@ impl Value {
         }
     }
 
-    pub fn as_str(&self) -> Option<&Vec<u8>> {
+    /// A string value (from bytes that are copied: see [`Str::copy_from_slice`]).
+    pub fn str(bytes: &[u8]) -> Value {
+        Value::Str(Str::copy_from_slice(bytes))
+    }
+
+    pub fn as_str(&self) -> Option<&Str> {
         match self {
             Value::Str(s) => Some(s),
             #[allow(unreachable_patterns)]
@@ -99,9 +108,10 @@ impl Value {
         }
     }
 
-    pub fn as_str_mut(&mut self) -> Option<&mut Vec<u8>> {
+    /// The string opened for modification (the guard puts it back in compact form when dropped).
+    pub fn as_str_mut(&mut self) -> Option<StrMut<'_>> {
         match self {
-            Value::Str(s) => Some(s),
+            Value::Str(s) => Some(s.make_mut()),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -379,7 +379,7 @@ impl<R: Read> RdbReader<R> {
         skipped: &mut Vec<String>,
     ) -> Result<Option<Value>, RdbError> {
         match ty {
-            TYPE_STRING => Ok(Some(Value::Str(self.string()?))),
+            TYPE_STRING => Ok(Some(Value::Str(self.string()?.into()))),
             TYPE_MODULE_2 => module::read_value(self, key, skipped),
             _ => Err(RdbError::Unsupported {
                 ty,
