@@ -85,9 +85,10 @@ impl OutBuf {
         self.len() == 0
     }
 
-    /// Capacity of the encoding buffer (shared segments are not counted: they belong to values).
+    /// Memory this output holds: the encoding buffer's capacity plus the queued shared buffers
+    /// (they belong to values, but this connection keeps them alive: CLIENT LIST `tot-mem`).
     pub fn capacity(&self) -> usize {
-        self.tail.capacity()
+        self.tail.capacity() + self.segs_len
     }
 
     /// The next bytes to write: the first segment, or the tail.
@@ -190,6 +191,8 @@ mod tests {
         assert_eq!(out.front(), b"$1048576\r\n");
         out.advance(10);
         assert_eq!(out.front().as_ptr(), big.as_ptr());
-        assert!(out.capacity() < 1024);
+        // Not copied into the encoding buffer.
+        assert!(out.tail_mut().capacity() < 1024);
+        assert!(out.capacity() >= 1 << 20);
     }
 }
