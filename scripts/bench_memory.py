@@ -8,6 +8,8 @@ reproducible on a busy machine.
 
   python3 scripts/bench_memory.py                    # 1M small strings, 500k sparse HLLs
   python3 scripts/bench_memory.py --sets strings --keys 100000,1000000   # a curve
+  python3 scripts/bench_memory.py --sets strings,hll --keys 10000,100000,1000000,10000000 \
+      --json mem.json --plot docs/memory-per-key.png   # the README's picture (needs matplotlib)
 
 Data sets: strings (`SET key:%010d v%d`, 16-byte keys, ≤8-byte values), hll (`PFADD hll:%010d a%d b%d c%d`:
 sparse, 3 elements), bloom (`BF.ADD bf:%010d x`: RedisBloom's default 100-capacity filter), cuckoo
@@ -17,7 +19,10 @@ sparse, 3 elements), bloom (`BF.ADD bf:%010d x`: RedisBloom's default 100-capaci
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import tempfile
 import subprocess
 import sys
 import time
@@ -42,11 +47,25 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def measure(server: bench_load.Server, gen, n: int) -> float:
+def write_commands(gen, n: int) -> str:
+    """The `redis-cli --pipe` input for n keys, in a temporary file (reused for both servers)."""
+    fd, path = tempfile.mkstemp(prefix="bench-mem-", suffix=".resp")
+    with os.fdopen(fd, "wb") as f:
+        chunk = []
+        for i in range(n):
+            chunk.append(bench_load.encode(*gen(i)))
+            if len(chunk) == 100000:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    return path
+
+
+def measure(server: bench_load.Server, path: str, n: int) -> float:
     time.sleep(0.2)
     before = rss_kb(server.proc.pid)
-    data = b"".join(bench_load.encode(*gen(i)) for i in range(n))
-    p = subprocess.run(["redis-cli", "-p", str(server.port), "--pipe"], input=data, capture_output=True)
+    with open(path, "rb") as data:
+        p = subprocess.run(["redis-cli", "-p", str(server.port), "--pipe"], stdin=data, capture_output=True)
     if p.returncode != 0 or b"errors: 0" not in p.stdout:
         raise RuntimeError(f"redis-cli --pipe: {p.stdout[-300:]!r} {p.stderr[-300:]!r}")
     time.sleep(0.5)
@@ -61,7 +80,10 @@ def main() -> int:
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--redis-module", default=None)
     ap.add_argument("--only-server", default=None, help="hyperbloom or redis")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--plot", default=None, help="draw B/key against keys into this PNG/SVG")
     args = ap.parse_args()
+    results = []
     args.redis_benchmark = None
     print("| data | keys | hyperbloom B/key | redis B/key | hyperbloom/redis |")
     print("|---|---:|---:|---:|---:|")
@@ -69,21 +91,57 @@ def main() -> int:
         counts = [int(x) for x in args.keys.split(",")] if args.keys else [DEFAULT_N[name]]
         for n in counts:
             got = {}
-            for sname, argv in bench_load.server_argv(args, args.hyperbloom):
-                if args.only_server and sname != args.only_server:
-                    continue
-                if sname == "redis" and name in ("bloom", "cuckoo") and not args.redis_module:
-                    continue
-                s = bench_load.Server(sname, argv)
-                try:
-                    got[sname] = measure(s, SETS[name], n)
-                finally:
-                    s.stop()
+            path = write_commands(SETS[name], n)
+            try:
+                for sname, argv in bench_load.server_argv(args, args.hyperbloom):
+                    if args.only_server and sname != args.only_server:
+                        continue
+                    if sname == "redis" and name in ("bloom", "cuckoo") and not args.redis_module:
+                        continue
+                    s = bench_load.Server(sname, argv)
+                    try:
+                        got[sname] = measure(s, path, n)
+                    finally:
+                        s.stop()
+            finally:
+                os.unlink(path)
+            results.append({"set": name, "keys": n, **got})
             h, r = got.get("hyperbloom"), got.get("redis")
             ratio = f"{h / r:.2f}" if h and r else "—"
             fmt = lambda v: f"{v:.0f}" if v else "—"  # noqa: E731
             print(f"| {name} | {n:,} | {fmt(h)} | {fmt(r)} | {ratio} |", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    if args.plot:
+        plot(results, args.plot)
     return 0
+
+
+def plot(results, out: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    styles = {"hyperbloom": "-o", "redis": "--s"}
+    for name in dict.fromkeys(r["set"] for r in results):
+        for server, style in styles.items():
+            pts = [(r["keys"], r[server]) for r in results if r["set"] == name and r.get(server)]
+            if pts:
+                xs, ys = zip(*pts)
+                label = f"{server if server == 'hyperbloom' else 'redis-server 7.0'} — {name}"
+                ax.plot(xs, ys, style, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("keys loaded (redis-cli --pipe)")
+    ax.set_ylabel("RSS growth per key (bytes)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title("Memory per key: strings (16-byte keys, ≤8-byte values), sparse HLLs (3 elements)",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 if __name__ == "__main__":
