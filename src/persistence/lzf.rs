@@ -223,6 +223,53 @@ pub enum LzfError {
     Sink,
 }
 
+/// One step of an LZF stream: a run of literal bytes, or a copy of `len` bytes from `dist` bytes
+/// back in the output.
+enum Op<'a> {
+    Literal(&'a [u8]),
+    BackRef { dist: usize, len: usize },
+}
+
+/// Reads the operation at `input[*ip]` (which must exist) and moves `*ip` past it. Control byte
+/// `000LLLLL`: L+1 literals follow. `LLLooooo` (L < 7) or `111ooooo` + one more length byte: a
+/// back-reference of L+2 bytes, distance `(ooooo << 8) + next byte + 1`.
+fn next_op<'a>(input: &'a [u8], ip: &mut usize) -> Result<Op<'a>, LzfError> {
+    let ctrl = input[*ip] as usize;
+    *ip += 1;
+    if ctrl < 32 {
+        let n = ctrl + 1;
+        let lits = input.get(*ip..*ip + n).ok_or(LzfError::Truncated)?;
+        *ip += n;
+        return Ok(Op::Literal(lits));
+    }
+    let mut len = ctrl >> 5;
+    if len == 7 {
+        len += *input.get(*ip).ok_or(LzfError::Truncated)? as usize;
+        *ip += 1;
+    }
+    let low = *input.get(*ip).ok_or(LzfError::Truncated)? as usize;
+    *ip += 1;
+    Ok(Op::BackRef {
+        dist: ((ctrl & 31) << 8) + low + 1,
+        len: len + 2,
+    })
+}
+
+/// Appends `len` bytes copied from `dist` bytes before the end of `buf` (the caller checked
+/// `dist <= buf.len()`). The ranges may overlap, and then the copy is byte by byte, as the format
+/// defines it (a run of one repeated byte is a reference of distance 1).
+fn copy_back(buf: &mut Vec<u8>, dist: usize, len: usize) {
+    let from = buf.len() - dist;
+    if dist >= len {
+        buf.extend_from_within(from..from + len);
+    } else {
+        for i in 0..len {
+            let b = buf[from + i];
+            buf.push(b);
+        }
+    }
+}
+
 /// Decompresses `input`, which must produce exactly `out_len` bytes, handing the output to `sink`
 /// in order and in pieces, while holding only a window of recent output: a back-reference reaches
 /// at most 8192 bytes back, so a gigabyte-sized string (a sparse Bloom bit array) needs no
@@ -248,42 +295,23 @@ pub fn decompress_streamed(
             flushed += n;
         }
         let produced = flushed + win.len();
-        let ctrl = input[ip] as usize;
-        ip += 1;
-        if ctrl < 32 {
-            let n = ctrl + 1;
-            let lits = input.get(ip..ip + n).ok_or(LzfError::Truncated)?;
-            if produced + n > out_len {
-                return Err(LzfError::WrongLength);
-            }
-            win.extend_from_slice(lits);
-            ip += n;
-        } else {
-            let mut len = ctrl >> 5;
-            if len == 7 {
-                len += *input.get(ip).ok_or(LzfError::Truncated)? as usize;
-                ip += 1;
-            }
-            let low = *input.get(ip).ok_or(LzfError::Truncated)? as usize;
-            ip += 1;
-            let dist = ((ctrl & 31) << 8) + low + 1;
-            let len = len + 2;
-            // The window keeps KEEP >= any distance once it has been flushed, so a reference
-            // inside the output produced so far is inside the window.
-            if dist > produced || dist > win.len() {
-                return Err(LzfError::BadReference);
-            }
-            if produced + len > out_len {
-                return Err(LzfError::WrongLength);
-            }
-            let from = win.len() - dist;
-            if dist >= len {
-                win.extend_from_within(from..from + len);
-            } else {
-                for i in 0..len {
-                    let b = win[from + i];
-                    win.push(b);
+        match next_op(input, &mut ip)? {
+            Op::Literal(lits) => {
+                if produced + lits.len() > out_len {
+                    return Err(LzfError::WrongLength);
                 }
+                win.extend_from_slice(lits);
+            }
+            Op::BackRef { dist, len } => {
+                // The window keeps KEEP >= any distance once it has been flushed, so a reference
+                // inside the output produced so far is inside the window.
+                if dist > produced || dist > win.len() {
+                    return Err(LzfError::BadReference);
+                }
+                if produced + len > out_len {
+                    return Err(LzfError::WrongLength);
+                }
+                copy_back(&mut win, dist, len);
             }
         }
     }
@@ -303,42 +331,21 @@ pub fn decompress_into(input: &[u8], out_len: usize, out: &mut Vec<u8>) -> Resul
     let end = base + out_len;
     let mut ip = 0usize;
     while ip < input.len() {
-        let ctrl = input[ip] as usize;
-        ip += 1;
-        if ctrl < 32 {
-            let n = ctrl + 1;
-            let lits = input.get(ip..ip + n).ok_or(LzfError::Truncated)?;
-            if out.len() + n > end {
-                return Err(LzfError::WrongLength);
-            }
-            out.extend_from_slice(lits);
-            ip += n;
-        } else {
-            let mut len = ctrl >> 5;
-            if len == 7 {
-                len += *input.get(ip).ok_or(LzfError::Truncated)? as usize;
-                ip += 1;
-            }
-            let low = *input.get(ip).ok_or(LzfError::Truncated)? as usize;
-            ip += 1;
-            let dist = ((ctrl & 31) << 8) + low + 1;
-            let len = len + 2;
-            let produced = out.len() - base;
-            if dist > produced {
-                return Err(LzfError::BadReference);
-            }
-            if out.len() + len > end {
-                return Err(LzfError::WrongLength);
-            }
-            let from = out.len() - dist;
-            if dist >= len {
-                out.extend_from_within(from..from + len);
-            } else {
-                // Overlapping copy: byte by byte, as the format defines it.
-                for i in 0..len {
-                    let b = out[from + i];
-                    out.push(b);
+        match next_op(input, &mut ip)? {
+            Op::Literal(lits) => {
+                if out.len() + lits.len() > end {
+                    return Err(LzfError::WrongLength);
                 }
+                out.extend_from_slice(lits);
+            }
+            Op::BackRef { dist, len } => {
+                if dist > out.len() - base {
+                    return Err(LzfError::BadReference);
+                }
+                if out.len() + len > end {
+                    return Err(LzfError::WrongLength);
+                }
+                copy_back(out, dist, len);
             }
         }
     }

@@ -173,7 +173,25 @@ impl<R: Read> RdbReader<R> {
         })
     }
 
-    /// A string in any of its encodings (§2.2).
+    /// The body of an LZF string (encoding 3) after its marker: the compressed bytes and the stated
+    /// uncompressed length. Redis reads both lengths with rdbLoadLen(rdb, NULL), which drops the
+    /// "encoded" flag: a 0b11xxxxxx byte counts as the 6-bit length xxxxxx. LZF expands at most
+    /// about 88-fold, so a larger claim is corrupt before anything is allocated for it.
+    fn lzf_body(&mut self, at: u64) -> Result<(Vec<u8>, u64), RdbError> {
+        let clen = self.lenient_len()?;
+        let olen = self.lenient_len()?;
+        if clen > self.remaining() {
+            return Err(RdbError::Truncated { offset: self.pos });
+        }
+        if olen > clen.saturating_mul(88) {
+            return Err(RdbError::corrupt(
+                format!("LZF string claims {olen} bytes from {clen} compressed bytes"),
+                at,
+            ));
+        }
+        Ok((self.bytes(clen)?, olen))
+    }
+
     /// A string delivered in pieces instead of one buffer: `start` gets its length once known
     /// and makes the destination, `piece` then gets consecutive runs of its bytes. Only a 64 KiB
     /// buffer (uncompressed) or the compressed bytes plus an 8 KiB window (LZF) are held, so a
@@ -201,18 +219,7 @@ impl<R: Read> RdbReader<R> {
                 Ok(dest)
             }
             Len::Enc(3) => {
-                let clen = self.lenient_len()?;
-                let olen = self.lenient_len()?;
-                if clen > self.remaining() {
-                    return Err(RdbError::Truncated { offset: self.pos });
-                }
-                if olen > clen.saturating_mul(88) {
-                    return Err(RdbError::corrupt(
-                        format!("LZF string claims {olen} bytes from {clen} compressed bytes"),
-                        at,
-                    ));
-                }
-                let c = self.bytes(clen)?;
+                let (c, olen) = self.lzf_body(at)?;
                 let mut dest = start(olen)?;
                 if olen == 0 {
                     return Ok(dest);
@@ -252,6 +259,7 @@ impl<R: Read> RdbReader<R> {
         }
     }
 
+    /// A string in any of its encodings (§2.2).
     pub fn string(&mut self) -> Result<Vec<u8>, RdbError> {
         match self.len_or_enc()? {
             Len::Len(n) => self.bytes(n),
@@ -260,20 +268,7 @@ impl<R: Read> RdbReader<R> {
             Len::Enc(2) => Ok(i32::from_le_bytes(self.array()?).to_string().into_bytes()),
             Len::Enc(3) => {
                 let at = self.pos;
-                // Redis reads both lengths with rdbLoadLen(rdb, NULL), which drops the "encoded"
-                // flag: a 0b11xxxxxx byte counts as the 6-bit length xxxxxx.
-                let clen = self.lenient_len()?;
-                let olen = self.lenient_len()?;
-                if clen > self.remaining() {
-                    return Err(RdbError::Truncated { offset: self.pos });
-                }
-                if olen > clen.saturating_mul(88) {
-                    return Err(RdbError::corrupt(
-                        format!("LZF string claims {olen} bytes from {clen} compressed bytes"),
-                        at,
-                    ));
-                }
-                let c = self.bytes(clen)?;
+                let (c, olen) = self.lzf_body(at)?;
                 // Redis's lzf_decompress answers 0 on any error, which its loader takes as success
                 // when the stated length is 0: an empty string, whatever the compressed bytes
                 // (found by tests/diff_core.rs restore_payload_edges_match_redis).
