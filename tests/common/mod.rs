@@ -179,13 +179,18 @@ pub struct RawConn {
 
 impl RawConn {
     pub fn connect(addr: SocketAddr) -> RawConn {
-        let stream = TcpStream::connect(addr).expect("connect");
+        RawConn::try_connect(addr).expect("connect")
+    }
+
+    /// A connection, or the error, for loops that wait for a server to come up.
+    pub fn try_connect(addr: SocketAddr) -> std::io::Result<RawConn> {
+        let stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
         stream.set_nodelay(true).ok();
-        RawConn {
+        Ok(RawConn {
             stream,
             buf: Vec::new(),
-        }
+        })
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {

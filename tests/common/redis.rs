@@ -69,8 +69,10 @@ impl RealRedis {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if std::net::TcpStream::connect(redis.addr).is_ok() {
-                let mut c = RawConn::connect(redis.addr);
+            // One connection both probes and pings: a probe that succeeds and a second connect
+            // that is refused happened once (a connect to a port nobody listens on yet can meet
+            // itself, TCP's simultaneous open, when the kernel picks that port as the source).
+            if let Ok(mut c) = RawConn::try_connect(redis.addr) {
                 if c.cmd_str(&["PING"]) == b"+PONG\r\n" {
                     return redis;
                 }
