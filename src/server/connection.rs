@@ -83,6 +83,19 @@ fn argv_bytes(requests: &Batch) -> usize {
     requests.pending_args().iter().map(Bytes::len).sum()
 }
 
+/// Accounts for `n` bytes the socket took from `outbuf`: INFO's `total_net_output_bytes` and
+/// CLIENT LIST's `omem` source. Returns what is still pending.
+fn sent(outbuf: &mut OutBuf, n: usize, shared: &Shared, handle: &ClientHandle) -> usize {
+    outbuf.advance(n);
+    shared
+        .stats
+        .net_output_bytes
+        .fetch_add(n as u64, Ordering::Relaxed);
+    let left = outbuf.len();
+    handle.mem.out_pending.store(left, Ordering::Relaxed);
+    left
+}
+
 /// Publishes the query buffer's figures for CLIENT LIST.
 fn publish_input(handle: &ClientHandle, inbuf: &BytesMut) {
     handle.mem.qbuf.store(inbuf.len(), Ordering::Relaxed);
@@ -359,15 +372,7 @@ pub async fn serve(
                 match stream.try_write(outbuf.front()) {
                     Ok(0) => break 'conn,
                     Ok(n) => {
-                        outbuf.advance(n);
-                        shared
-                            .stats
-                            .net_output_bytes
-                            .fetch_add(n as u64, Ordering::Relaxed);
-                        handle
-                            .mem
-                            .out_pending
-                            .store(outbuf.len(), Ordering::Relaxed);
+                        sent(&mut outbuf, n, &shared, &handle);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(_) => break 'conn,
@@ -395,13 +400,7 @@ pub async fn serve(
                     r = wr.write(outbuf.front()) => match r {
                         Ok(0) | Err(_) => break 'conn,
                         Ok(n) => {
-                            outbuf.advance(n);
-                            shared
-                                .stats
-                                .net_output_bytes
-                                .fetch_add(n as u64, Ordering::Relaxed);
-                            let left = outbuf.len();
-                            handle.mem.out_pending.store(left, Ordering::Relaxed);
+                            let left = sent(&mut outbuf, n, &shared, &handle);
                             if limited {
                                 let pending = left + handle.outbox.pending();
                                 let now_s = commands::now_ms() / 1000;
