@@ -475,8 +475,8 @@ fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
         let now = crate::engine::now_ms() / 1000;
         if now > sink.last_ts {
             sink.last_ts = now;
-            let ts = format!("#TS:{now}\r\n");
-            sink.buf.splice(before..before, ts.into_bytes());
+            sink.buf
+                .splice(before..before, ts_annotation(now).into_bytes());
         }
     }
     let sleep = shared.aof_commit.flush_sleep_us.load(Ordering::Relaxed);
@@ -1126,7 +1126,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
             let mut size = 0;
             if job.timestamps {
                 // A command base starts with the time of the rewrite (Redis forces one).
-                let ts = format!("#TS:{}\r\n", crate::engine::now_ms() / 1000);
+                let ts = ts_annotation(crate::engine::now_ms() / 1000);
                 w.write_all(ts.as_bytes())?;
                 size += ts.len() as u64;
             }
@@ -1477,6 +1477,11 @@ enum Parse {
 }
 
 /// One `*N\r\n($len\r\n<bytes>\r\n)*N` command at `pos`.
+/// Redis's timestamp annotation (`aof-timestamp-enabled`), one line the loader skips.
+fn ts_annotation(unix_secs: u64) -> String {
+    format!("#TS:{unix_secs}\r\n")
+}
+
 fn parse_command(data: &[u8], pos: &mut usize) -> Result<Vec<Bytes>, Parse> {
     let start = *pos;
     if data[start] != b'*' {
