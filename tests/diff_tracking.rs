@@ -251,3 +251,47 @@ fn broken_redirect_expiry_and_hll() {
         3,
     );
 }
+
+/// Invalidations a client owes itself inside a transaction that also turns tracking off: Redis
+/// still sends them after EXEC's reply (its pending list is flushed to the current client, whose
+/// tracking flag `sendTrackingMessage` does not check), and they must never reach another client
+/// later.
+#[test]
+fn pending_invalidations_of_a_transaction_that_turns_tracking_off() {
+    run(
+        &[
+            (0, &["HELLO", "3"]),
+            (1, &["HELLO", "3"]),
+            (0, &["CLIENT", "TRACKING", "on"]),
+            (0, &["GET", "k"]),
+            (0, &["MULTI"]),
+            (0, &["SET", "k", "x"]),
+            (0, &["CLIENT", "TRACKING", "off"]),
+            (0, &["EXEC"]),
+            (0, &["PING"]),
+            (1, &["CLIENT", "TRACKING", "on"]),
+            (1, &["GET", "other"]),
+            (1, &["PING"]),
+            (0, &["CLIENT", "TRACKING", "on"]),
+            (0, &["GET", "j"]),
+            (0, &["MULTI"]),
+            (0, &["FLUSHALL"]),
+            (0, &["CLIENT", "TRACKING", "off"]),
+            (0, &["EXEC"]),
+            (1, &["GET", "other"]),
+            (1, &["PING"]),
+            // The same through a redirect (kept after OFF, as Redis keeps it).
+            (2, &["SUBSCRIBE", "__redis__:invalidate"]),
+            (0, &["CLIENT", "TRACKING", "on", "REDIRECT", "$id2"]),
+            (0, &["GET", "r"]),
+            (0, &["MULTI"]),
+            (0, &["SET", "r", "1"]),
+            (0, &["CLIENT", "TRACKING", "off"]),
+            (0, &["EXEC"]),
+            (0, &["PING"]),
+            (1, &["SET", "r", "2"]),
+            (0, &["PING"]),
+        ],
+        3,
+    );
+}

@@ -833,6 +833,14 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
 fn track_after(ctx: &mut Ctx, spec: &CommandSpec, ran: &CommandSpec, argv: &[Bytes]) {
     let tracking = &mut ctx.pubsub.tracking;
     if !tracking.active() {
+        if !ctx.client.in_exec {
+            // Owed by a transaction that also turned the last tracking off.
+            ctx.pubsub.flush_pending_invalidations(
+                ctx.shared,
+                &ctx.client.handle,
+                &mut ctx.client.after_reply,
+            );
+        }
         if ctx.store.notify_flags & crate::events::TRACKED != 0 {
             ctx.store.set_tracking(false);
         }
@@ -851,8 +859,11 @@ fn track_after(ctx: &mut Ctx, spec: &CommandSpec, ran: &CommandSpec, argv: &[Byt
         }
     }
     if !ctx.client.in_exec {
-        ctx.pubsub
-            .flush_pending_invalidations(ctx.shared, me, &mut ctx.client.after_reply);
+        ctx.pubsub.flush_pending_invalidations(
+            ctx.shared,
+            &ctx.client.handle,
+            &mut ctx.client.after_reply,
+        );
     }
     if ctx.store.notify_flags & crate::events::TRACKED == 0 {
         ctx.store.set_tracking(true);

@@ -87,6 +87,10 @@ pub struct Tracking {
     /// Invalidations owed to the client running the current command, sent after its reply:
     /// Some(key), or None for a flush.
     pending: Vec<Option<Bytes>>,
+    /// The redirect of the current client if it turned tracking off while invalidations were
+    /// pending (MULTI … CLIENT TRACKING off … EXEC): Redis still sends them, through the
+    /// redirect it keeps after `disableTracking`.
+    pending_redirect: u64,
 }
 
 impl Tracking {
@@ -155,6 +159,9 @@ impl Tracking {
         let Some(st) = self.clients.remove(&id) else {
             return;
         };
+        if !self.pending.is_empty() {
+            self.pending_redirect = st.redirect;
+        }
         for p in st.prefixes {
             if let Some(bs) = self.prefixes.get_mut(&p) {
                 bs.clients.remove(&id);
@@ -263,27 +270,34 @@ impl PubSub {
     }
 
     /// Sends the invalidations client `current` caused for itself, after its reply: messages for
-    /// its own connection are appended to `after_reply`.
+    /// its own connection are appended to `after_reply`. Runs whether or not `current` still
+    /// tracks: as Redis's `trackingHandlePendingKeyInvalidations`, what was owed is sent even if
+    /// the transaction that caused it also turned tracking off, and it never waits for a later
+    /// command (of another client).
     pub fn flush_pending_invalidations(
         &mut self,
         shared: &Shared,
-        current: u64,
+        current: &Arc<ClientHandle>,
         after_reply: &mut BytesMut,
     ) {
         if self.tracking.pending.is_empty() {
             return;
         }
-        let proto = self
-            .tracking
-            .clients
-            .get(&current)
-            .map_or(2, |st| st.handle.proto.load(Ordering::Relaxed));
+        let proto = current.proto.load(Ordering::Relaxed);
+        let redirect = std::mem::take(&mut self.tracking.pending_redirect);
+        let mut own = Some((current.id, after_reply));
         for item in std::mem::take(&mut self.tracking.pending) {
             let value = match &item {
                 Some(key) => one_key(key),
                 None => BytesMut::from(null_for(proto)),
             };
-            self.send_invalidation(shared, current, &value, Some((current, after_reply)));
+            let own = own.as_mut().map(|(id, buf)| (*id, &mut **buf));
+            if self.tracking.clients.contains_key(&current.id) {
+                self.send_invalidation(shared, current.id, &value, own);
+            } else {
+                let mut broken = false;
+                self.deliver_tracking(shared, current, redirect, &mut broken, &value, own);
+            }
         }
     }
 
@@ -343,28 +357,47 @@ impl PubSub {
         value: &[u8],
         own: Option<(u64, &mut BytesMut)>,
     ) {
-        let Some(st) = self.tracking.clients.get_mut(&id) else {
+        let Some(st) = self.tracking.clients.get(&id) else {
             return;
         };
-        let (dest, redirected) = if st.redirect != 0 {
-            let target = shared.clients().get(&st.redirect).cloned();
-            match target {
+        let (handle, redirect) = (st.handle.clone(), st.redirect);
+        let mut broken = false;
+        self.deliver_tracking(shared, &handle, redirect, &mut broken, value, own);
+        if broken {
+            if let Some(st) = self.tracking.clients.get_mut(&id) {
+                st.broken_redirect = true;
+            }
+        }
+    }
+
+    /// Redis's `sendTrackingMessage` for the client `handle` with redirect `redirect` (0 =
+    /// none); sets `broken` if the redirect target is gone.
+    fn deliver_tracking(
+        &self,
+        shared: &Shared,
+        handle: &Arc<ClientHandle>,
+        redirect: u64,
+        broken: &mut bool,
+        value: &[u8],
+        own: Option<(u64, &mut BytesMut)>,
+    ) {
+        let (dest, redirected) = if redirect != 0 {
+            match shared.clients().get(&redirect).cloned() {
                 Some(h) => (h, true),
                 None => {
-                    st.broken_redirect = true;
-                    if st.handle.proto.load(Ordering::Relaxed) >= 3 {
+                    *broken = true;
+                    if handle.proto.load(Ordering::Relaxed) >= 3 {
                         let mut m = BytesMut::new();
                         put_header(&mut m, b'>', 2);
                         put_bulk(&mut m, b"tracking-redir-broken");
-                        m.put_slice(format!(":{}\r\n", st.redirect).as_bytes());
-                        let h = st.handle.clone();
-                        emit(&h, &m, own);
+                        m.put_slice(format!(":{redirect}\r\n").as_bytes());
+                        emit(handle, &m, own);
                     }
                     return;
                 }
             }
         } else {
-            (st.handle.clone(), false)
+            (handle.clone(), false)
         };
         let mut m = BytesMut::with_capacity(40 + value.len());
         if dest.proto.load(Ordering::Relaxed) >= 3 {
