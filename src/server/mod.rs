@@ -333,6 +333,9 @@ async fn cron(shared: Arc<Shared>) {
                 db.now_ms = now;
                 expired += db.active_expire(2000);
             }
+            for db in engine.store.dbs.iter_mut() {
+                db.shrink_if_sparse();
+            }
             engine.emit_expired();
             engine.pump_repl();
             if expired > 0 {

@@ -438,6 +438,23 @@ impl Db {
         n
     }
 
+    /// Shrinks the map (and the expiry index) when less than a tenth of it is used, as Redis's
+    /// cron resizes a dict below 10% fill (`tryResizeHashTables`): hashbrown never shrinks by
+    /// itself, so a table that once held 10M keys would keep its ~150 MB (in `used_memory`, and
+    /// against `maxmemory`) after the keys are deleted. The rehash is O(remaining keys + buckets),
+    /// once per tenfold shrink, under the lock (the cron's), as hashbrown's growth is.
+    pub fn shrink_if_sparse(&mut self) {
+        const MIN: usize = 128;
+        if self.map.capacity() > MIN && self.map.len() * 10 < self.map.capacity() {
+            let hasher = &self.hasher;
+            self.map
+                .shrink_to(self.map.len(), |e| hasher.hash_one(e.key()));
+        }
+        if self.expires.capacity() > MIN && self.expires.len() * 10 < self.expires.capacity() {
+            self.expires.shrink_to(self.expires.len());
+        }
+    }
+
     /// Empties the database (FLUSHDB). Watched keys that existed count as modified.
     pub fn clear(&mut self) {
         let existed: Vec<Bytes> = self
@@ -448,8 +465,9 @@ impl Db {
             .collect();
         self.dirty += self.map.len() as u64;
         self.changes += self.map.len() as u64;
-        self.map.clear();
-        self.expires.clear();
+        // Given back, not cleared: `clear` would keep the buckets (see `shrink_if_sparse`).
+        self.map = HashTable::new();
+        self.expires = KeyMap::default();
         self.expire_queue.clear();
         for k in existed {
             if let Some(w) = self.watched.get_mut(&k) {
@@ -774,6 +792,45 @@ mod tests {
             assert_eq!(got, want, "k{i}");
         }
         assert_eq!(db.keys().count(), 2500);
+    }
+
+    #[test]
+    fn a_flush_and_mass_deletion_give_the_table_back() {
+        // Redis frees the dict on FLUSHDB/FLUSHALL and shrinks it below 10% fill
+        // (tryResizeHashTables); a table kept at its peak size shows in used_memory and maxmemory.
+        let mut db = db_at(0);
+        for i in 0..20_000u32 {
+            let k = Bytes::from(format!("k{i}"));
+            db.insert(k.clone(), Value::str(b"v"));
+            db.set_expire(&k, 1_000_000);
+        }
+        db.clear();
+        assert_eq!(db.map.capacity(), 0);
+        assert_eq!(db.expires.capacity(), 0);
+        for i in 0..20_000u32 {
+            let k = Bytes::from(format!("k{i}"));
+            db.insert(k.clone(), Value::str(b"v"));
+            db.set_expire(&k, 1_000_000);
+        }
+        let peak = db.map.capacity();
+        for i in 100..20_000u32 {
+            assert!(db.delete(format!("k{i}").as_bytes()));
+        }
+        db.shrink_if_sparse();
+        assert!(db.map.capacity() < peak / 50, "{}", db.map.capacity());
+        assert!(
+            db.expires.capacity() < peak / 50,
+            "{}",
+            db.expires.capacity()
+        );
+        for i in 0..100u32 {
+            assert!(db.lookup(format!("k{i}").as_bytes()).is_some());
+            assert_eq!(db.expire_at(format!("k{i}").as_bytes()), Some(1_000_000));
+        }
+        // A table that is not sparse is left alone.
+        let cap = db.map.capacity();
+        db.shrink_if_sparse();
+        assert_eq!(db.map.capacity(), cap);
     }
 
     #[test]
