@@ -484,23 +484,51 @@ impl Db {
     /// One SCAN step. The cursor is a position in a fixed hash order: each call returns the live keys
     /// whose hash is at or after the cursor, the `count` smallest, and the next cursor (0 when done).
     /// A key present for the whole scan is returned exactly once, whatever is added or removed
-    /// meanwhile. Each call walks the map once: O(n) per call; see the module docs of `commands::keyspace`.
+    /// meanwhile (the order does not depend on the table's buckets, so growth and shrinking change
+    /// nothing). Each call walks the map once: O(n) per call; see the module docs of
+    /// `commands::keyspace`.
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
+        self.scan_by(cursor, count, scan_hash)
+    }
+
+    fn scan_by(&self, cursor: u64, count: usize, hash: impl Fn(&[u8]) -> u64) -> (u64, Vec<Bytes>) {
         let count = count.max(1);
         let mut picked: std::collections::BinaryHeap<(u64, Bytes)> = Default::default();
+        // Keys left out whose hash equals the greatest picked one (64-bit collisions): they go
+        // with this page, or the next cursor (one past that hash) would skip them for good.
+        let mut ties: Vec<Bytes> = Vec::new();
+        let mut ties_hash = 0;
         for k in self.map.iter().map(Entry::key) {
-            let h = scan_hash(k);
+            let h = hash(k);
             if h < cursor || self.is_due(k) {
                 continue;
             }
             if picked.len() < count {
                 picked.push((h, Bytes::copy_from_slice(k)));
-            } else if let Some(top) = picked.peek() {
-                if h < top.0 {
-                    picked.pop();
-                    picked.push((h, Bytes::copy_from_slice(k)));
-                }
+                continue;
             }
+            let Some(&(top, _)) = picked.peek() else {
+                continue;
+            };
+            if h > top {
+                continue;
+            }
+            let left_out = if h < top {
+                let old = picked.pop();
+                picked.push((h, Bytes::copy_from_slice(k)));
+                match old {
+                    Some((_, key)) => key,
+                    None => continue,
+                }
+            } else {
+                Bytes::copy_from_slice(k)
+            };
+            // `top` only decreases, so older ties (of a greater hash) are no longer needed.
+            if ties_hash != top {
+                ties.clear();
+                ties_hash = top;
+            }
+            ties.push(left_out);
         }
         if picked.len() < count {
             let keys = picked
@@ -513,7 +541,11 @@ impl Db {
         let sorted = picked.into_sorted_vec();
         let last = sorted.last().map(|(h, _)| *h).unwrap_or(0);
         let next = last.checked_add(1).unwrap_or(0);
-        (next, sorted.into_iter().map(|(_, k)| k).collect())
+        let mut keys: Vec<Bytes> = sorted.into_iter().map(|(_, k)| k).collect();
+        if ties_hash == last {
+            keys.append(&mut ties);
+        }
+        (next, keys)
     }
 
     /// A uniformly chosen live key (RANDOMKEY). O(n): the map does not expose its buckets.
@@ -733,6 +765,35 @@ mod tests {
             cursor = next;
         }
         assert_eq!(seen.len(), 1000);
+    }
+
+    #[test]
+    fn scan_returns_keys_whose_hashes_collide_across_a_page_boundary() {
+        let mut db = db_at(0);
+        for i in 0..200 {
+            db.insert(Bytes::from(format!("key:{i}")), Value::str(b""));
+        }
+        // Hashes with many collisions (a real 64-bit collision is rare, not impossible), and one
+        // at u64::MAX, where the next cursor wraps to 0.
+        let few = |k: &[u8]| match k.len() % 4 {
+            3 => u64::MAX,
+            n => (k[k.len() - 1] % 5) as u64 * 1000 + n as u64,
+        };
+        for count in [1, 2, 3, 7, 10, 1000] {
+            let mut seen = std::collections::HashSet::new();
+            let mut cursor = 0;
+            loop {
+                let (next, keys) = db.scan_by(cursor, count, few);
+                for k in keys {
+                    assert!(seen.insert(k), "count {count}: a key returned twice");
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+            assert_eq!(seen.len(), 200, "count {count}");
+        }
     }
 
     #[test]
