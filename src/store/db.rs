@@ -894,6 +894,117 @@ mod tests {
         assert_eq!(db.map.capacity(), cap);
     }
 
+    mod model {
+        //! The key table against a `HashMap` model: inserts, replacements and removals of keys of
+        //! every interesting length (0, 15/16/17 around the 16-byte key, the 1/2-byte varint
+        //! boundary at 127/128), values inline, heap and shared, with SCANs running across growth
+        //! and shrinking.
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::{HashMap, HashSet};
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Insert(Vec<u8>, usize),
+            Remove(Vec<u8>),
+            /// Insert `n` filler keys (the table grows), or remove them all (it shrinks).
+            Grow(u16),
+            Shrink,
+            ScanStep(usize),
+        }
+
+        fn key() -> impl Strategy<Value = Vec<u8>> {
+            (
+                prop::sample::select(vec![0usize, 1, 15, 16, 17, 127, 128, 300]),
+                0u8..4,
+            )
+                .prop_map(|(len, b)| vec![b'a' + b; len])
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (key(), prop::sample::select(vec![0usize, 5, 30, 31, 1023, 1024, 20_000]))
+                    .prop_map(|(k, n)| Op::Insert(k, n)),
+                2 => key().prop_map(Op::Remove),
+                1 => (1u16..3000).prop_map(Op::Grow),
+                1 => Just(Op::Shrink),
+                4 => (1usize..20).prop_map(Op::ScanStep),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn table_matches_a_hashmap_and_scan_keeps_its_guarantee(ops in prop::collection::vec(op(), 1..120)) {
+                let mut db = db_at(0);
+                let mut want: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+                let mut filler = 0u32;
+                // The running scan: its cursor, what it returned, the keys present all along.
+                let mut cursor = 0u64;
+                let mut returned: HashSet<Vec<u8>> = HashSet::new();
+                let mut stable: HashSet<Vec<u8>> = HashSet::new();
+                let mut scanning = false;
+                for op in ops {
+                    match op {
+                        Op::Insert(k, n) => {
+                            let v = vec![k.len() as u8; n];
+                            db.insert(Bytes::from(k.clone()), Value::str(&v));
+                            want.insert(k, v);
+                        }
+                        Op::Remove(k) => {
+                            prop_assert_eq!(db.delete(&k), want.remove(&k).is_some());
+                            stable.remove(&k);
+                        }
+                        Op::Grow(n) => {
+                            for _ in 0..n {
+                                let k = format!("filler:{filler}").into_bytes();
+                                filler += 1;
+                                db.insert(Bytes::from(k.clone()), Value::str(b"f"));
+                                want.insert(k, b"f".to_vec());
+                            }
+                        }
+                        Op::Shrink => {
+                            let fillers: Vec<Vec<u8>> =
+                                want.keys().filter(|k| k.starts_with(b"filler:")).cloned().collect();
+                            for k in fillers {
+                                prop_assert!(db.delete(&k));
+                                want.remove(&k);
+                                stable.remove(&k);
+                            }
+                            db.shrink_if_sparse();
+                        }
+                        Op::ScanStep(count) => {
+                            if !scanning {
+                                scanning = true;
+                                cursor = 0;
+                                returned.clear();
+                                stable = want.keys().cloned().collect();
+                            }
+                            let (next, keys) = db.scan(cursor, count);
+                            for k in keys {
+                                prop_assert!(want.contains_key(&k[..]), "a key that is not there");
+                                prop_assert!(returned.insert(k.to_vec()), "a key returned twice");
+                            }
+                            if next == 0 {
+                                for k in &stable {
+                                    prop_assert!(returned.contains(k), "missed {:?}", k);
+                                }
+                                scanning = false;
+                            }
+                            cursor = next;
+                        }
+                    }
+                    prop_assert_eq!(db.len(), want.len());
+                }
+                for (k, v) in &want {
+                    let got = db.lookup(k).and_then(Value::as_str).map(|s| s.to_vec());
+                    prop_assert_eq!(got.as_ref(), Some(v));
+                }
+                prop_assert_eq!(db.keys().count(), want.len());
+            }
+        }
+    }
+
     #[test]
     fn watch_versions_move_on_write() {
         let mut db = db_at(0);
