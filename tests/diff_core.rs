@@ -1158,3 +1158,182 @@ fn restore_payload_edges_match_redis() {
         diff.compared
     );
 }
+
+impl Conn {
+    /// Sends every command in one write, then reads as many replies.
+    fn pipeline(&mut self, cmds: &[Vec<Vec<u8>>]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for argv in cmds {
+            let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+            out.extend_from_slice(&encode_command(&refs));
+        }
+        self.stream.write_all(&out).expect("write");
+        let mut replies = Vec::new();
+        while replies.len() < cmds.len() {
+            if let Some(n) = frame_len(&self.buf) {
+                replies.push(self.buf.drain(..n).collect());
+                continue;
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        replies
+    }
+}
+
+/// Strings around the store's and the output buffer's thresholds (inline up to 30 bytes, shared
+/// from 1 KiB, written as a handle from 16 KiB), empty values, in-place writers on shared values
+/// (also while an earlier reply still holds the buffer: pipelined), the length limit, and keys of
+/// 0/15/16/17 bytes and 100 KB, in RESP2 and RESP3.
+#[test]
+fn string_and_key_boundaries_match_redis() {
+    let redis = common::redis::RealRedis::start(&[]);
+    let ours = common::start_server();
+    let mut pair = Pair::new(redis.port(), ours.port());
+    let mut diff = Diff {
+        compared: 0,
+        log: Vec::new(),
+    };
+    let x = |n: usize, b: u8| vec![b; n];
+    let b = |s: &str| s.as_bytes().to_vec();
+    let huge_key: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let mut script: Vec<Vec<Vec<u8>>> = Vec::new();
+    for proto in ["2", "3"] {
+        script.push(vec![b("HELLO"), b(proto)]);
+        script.push(vec![b("FLUSHALL")]);
+        // Empty values.
+        for argv in [
+            vec![b("SET"), b("e"), b("")],
+            vec![b("GET"), b("e")],
+            vec![b("STRLEN"), b("e")],
+            vec![b("GETRANGE"), b("e"), b("0"), b("-1")],
+            vec![b("APPEND"), b("e"), b("")],
+            vec![b("OBJECT"), b("ENCODING"), b("e")],
+            vec![b("SETRANGE"), b("e"), b("0"), b("")],
+            vec![b("SETRANGE"), b("missing"), b("5"), b("")],
+            vec![b("EXISTS"), b("missing")],
+            vec![b("APPEND"), b("e2"), b("")],
+            vec![b("EXISTS"), b("e2")],
+            vec![b("GETDEL"), b("e")],
+        ] {
+            script.push(argv);
+        }
+        // Around the inline (30), shared (1024) and handle (16384) thresholds.
+        for n in [30, 31, 1023, 1024, 16_383, 16_384, 16_385] {
+            let k = format!("s{n}").into_bytes();
+            script.push(vec![b("SET"), k.clone(), x(n, b'a')]);
+            script.push(vec![b("GET"), k.clone()]);
+            script.push(vec![b("OBJECT"), b("ENCODING"), k.clone()]);
+            script.push(vec![b("GETRANGE"), k.clone(), b("0"), b("-1")]);
+            script.push(vec![b("GETRANGE"), k.clone(), b("1"), b("-1")]);
+            script.push(vec![b("GETRANGE"), k.clone(), b("0"), b("16383")]);
+            script.push(vec![b("GETRANGE"), k.clone(), b("-16384"), b("-2")]);
+            script.push(vec![b("APPEND"), k.clone(), b("z")]);
+            script.push(vec![b("OBJECT"), b("ENCODING"), k.clone()]);
+            script.push(vec![b("SETRANGE"), k.clone(), b("16384"), b("y")]);
+            script.push(vec![b("SETRANGE"), k.clone(), b("0"), x(20, b'q')]);
+            script.push(vec![b("GET"), k.clone()]);
+            script.push(vec![b("STRLEN"), k.clone()]);
+            script.push(vec![b("DUMP"), k.clone()]);
+        }
+        for argv in [
+            vec![
+                b("MGET"),
+                b("s16384"),
+                b("nokey"),
+                b("s30"),
+                b("s16385"),
+                b("e"),
+            ],
+            vec![b("GETEX"), b("s16384"), b("PERSIST")],
+            vec![b("SET"), b("s16384"), b("small"), b("GET")],
+            vec![b("SET"), b("s16384"), x(20_000, b'b'), b("GET")],
+            vec![b("GETDEL"), b("s16384")],
+            vec![b("GET"), b("s16384")],
+            // Grown by APPEND across both thresholds.
+            vec![b("SET"), b("g"), x(1000, b'c')],
+            vec![b("APPEND"), b("g"), x(100, b'd')],
+            vec![b("APPEND"), b("g"), x(16_000, b'e')],
+            vec![b("GET"), b("g")],
+            vec![b("OBJECT"), b("ENCODING"), b("g")],
+            // The length limit: SETRANGE past 512 MB, an empty write at any offset.
+            vec![b("SETRANGE"), b("g"), b("536870912"), b("x")],
+            vec![b("SETRANGE"), b("g"), b("536870911"), b("xy")],
+            vec![b("SETRANGE"), b("g"), b("536870912"), b("")],
+            vec![b("SETRANGE"), b("nokey"), b("536870912"), b("x")],
+            vec![b("SETRANGE"), b("nokey"), b("536870912"), b("")],
+            vec![b("CONFIG"), b("SET"), b("proto-max-bulk-len"), b("1048576")],
+            vec![b("SET"), b("lim"), x(1_048_000, b'l')],
+            vec![b("APPEND"), b("lim"), x(576, b'm')],
+            vec![b("APPEND"), b("lim"), b("n")],
+            vec![b("SETRANGE"), b("lim"), b("1048575"), b("o")],
+            vec![b("SETRANGE"), b("lim"), b("1048576"), b("o")],
+            vec![b("STRLEN"), b("lim")],
+            vec![
+                b("CONFIG"),
+                b("SET"),
+                b("proto-max-bulk-len"),
+                b("536870912"),
+            ],
+            vec![b("DEL"), b("lim")],
+        ] {
+            script.push(argv);
+        }
+        // Key lengths around the 16-byte key and the varint boundary, and a 100 KB key.
+        for n in [0usize, 15, 16, 17, 127, 128] {
+            let k = x(n, b'k');
+            script.push(vec![b("SET"), k.clone(), x(n, b'v')]);
+            script.push(vec![b("GET"), k.clone()]);
+            script.push(vec![b("APPEND"), k.clone(), b("w")]);
+            script.push(vec![b("GET"), k.clone()]);
+            script.push(vec![b("RENAME"), k.clone(), x(n + 1, b'r')]);
+            script.push(vec![b("GET"), x(n + 1, b'r')]);
+            script.push(vec![b("DEL"), x(n + 1, b'r')]);
+        }
+        for argv in [
+            vec![b("SET"), huge_key.clone(), x(20_000, b'h')],
+            vec![b("GET"), huge_key.clone()],
+            vec![b("EXISTS"), huge_key.clone()],
+            vec![b("KEYS"), b("*")],
+            vec![b("RENAME"), huge_key.clone(), b("short")],
+            vec![b("RENAME"), b("short"), huge_key.clone()],
+            vec![b("STRLEN"), huge_key.clone()],
+            vec![b("DEL"), huge_key.clone()],
+        ] {
+            script.push(argv);
+        }
+    }
+    for argv in &script {
+        diff.send(&mut pair, argv, None);
+    }
+    // Pipelined: a write into a shared value while the reply of the GET before it is still
+    // queued (the reply keeps the old bytes), and MGET with the same value twice.
+    let pipe: Vec<Vec<Vec<u8>>> = vec![
+        vec![b("SET"), b("p"), x(40_000, b'p')],
+        vec![b("GET"), b("p")],
+        vec![b("SETRANGE"), b("p"), b("0"), b("XY")],
+        vec![b("GET"), b("p")],
+        vec![b("APPEND"), b("p"), x(30_000, b'q')],
+        vec![b("MGET"), b("p"), b("p")],
+        vec![b("GETRANGE"), b("p"), b("1"), b("20000")],
+        vec![b("SETRANGE"), b("p"), b("5"), b("Z")],
+        vec![b("GETDEL"), b("p")],
+        vec![b("GET"), b("p")],
+    ];
+    let a = pair.redis.pipeline(&pipe);
+    let o = pair.ours.pipeline(&pipe);
+    for (i, (ra, ro)) in a.iter().zip(&o).enumerate() {
+        assert!(
+            ra == ro,
+            "pipelined reply {i} differs ({} vs {} bytes)",
+            ra.len(),
+            ro.len()
+        );
+    }
+    println!(
+        "boundaries: {} replies compared, 0 differences",
+        diff.compared + pipe.len()
+    );
+}
