@@ -162,3 +162,41 @@ fn active_expiry_invalidates_without_any_command() {
     let info = writer.cmd_str(&["INFO", "clients"]);
     assert!(String::from_utf8_lossy(&info).contains("tracking_clients:1\r\n"));
 }
+
+/// On a replica, the writes the primary sends are invalidations too, and BCAST ones go out
+/// without waiting for some client of the replica to run a command (Redis sends them from
+/// `beforeSleep` after the primary's commands like after anyone's).
+#[test]
+fn a_replica_sends_bcast_invalidations_for_the_primarys_writes() {
+    let primary = start_server();
+    let replica = start_server();
+    let mut r = RawConn::connect(replica.addr);
+    let port = primary.port().to_string();
+    assert_eq!(r.cmd_str(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let info = String::from_utf8_lossy(&r.cmd_str(&["INFO", "replication"])).into_owned();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the link did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut bcast = tracking_conn(replica.addr, &["BCAST", "PREFIX", "b:"]);
+    let mut default = tracking_conn(replica.addr, &[]);
+    assert_eq!(default.cmd_str(&["GET", "d"]), b"_\r\n");
+    let mut p = RawConn::connect(primary.addr);
+    assert_eq!(p.cmd_str(&["SET", "b:1", "x"]), b"+OK\r\n");
+    assert_eq!(p.cmd_str(&["SET", "d", "x"]), b"+OK\r\n");
+    // Nothing is sent to the replica's clients: the pushes must come by themselves.
+    for c in [&mut bcast, &mut default] {
+        c.stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .ok();
+    }
+    assert_eq!(bcast.read_reply(), invalidate(&["b:1"]));
+    assert_eq!(default.read_reply(), invalidate(&["d"]));
+}

@@ -469,6 +469,9 @@ async fn apply_loop(
                     m.last_io_ms = now;
                 }
                 super::replica::notify_fed(shared, &mut engine);
+                // BCAST invalidations for the primary's writes, once per read, as a client
+                // connection sends them once per round.
+                engine.pubsub.broadcast_invalidations(shared);
             }
             for off in acks.drain(..) {
                 let o = off.to_string();

@@ -347,12 +347,14 @@ async fn cron(shared: Arc<Shared>) {
                     None,
                     now / 1000,
                 );
-                engine.pubsub.broadcast_invalidations(&shared);
                 shared
                     .stats
                     .expired_keys
                     .fetch_add(expired as u64, Ordering::Relaxed);
             }
+            // BCAST keys collected outside a connection's round (active expiry above, anything
+            // else that wrote without a client) go out here at the latest.
+            engine.pubsub.broadcast_invalidations(&shared);
         }
         crate::persistence::cron(&shared);
         crate::persistence::aof::cron(&shared);
