@@ -66,33 +66,34 @@ fn main() {
 }
 
 /// The runtime: `HYPERBLOOM_WORKERS=N` tokio worker threads (N ≥ 1), or `current` for a
-/// current-thread runtime (everything on the main thread). Default: one worker per core, tokio's
-/// own default. Measured on the 2-core development machine (`HYPERBLOOM_WORKERS=current|1|2
-/// scripts/bench-load.sh`, issue-15 CPU note): under the load of other builds two workers were
-/// ahead (-P 16 SET 166k against 132k/149k requests/s for 1/current); the earlier quiet-machine
-/// observation that one worker wins could not be re-checked, so the default stays until a quiet
-/// run decides it.
+/// current-thread runtime (everything on the main thread). Default: see [`default_runtime`].
 fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let setting = std::env::var("HYPERBLOOM_WORKERS").ok();
+    // The CPUs this process may run on (sched_getaffinity: 1 under `taskset -c 1`).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    match setting.as_deref().map(str::trim) {
-        Some("current") => tokio::runtime::Builder::new_current_thread()
+    let workers = match setting.as_deref().map(str::trim) {
+        Some("current") => None,
+        Some(n) if n.parse::<usize>().is_ok_and(|n| n >= 1) => Some(n.parse().unwrap_or(1)),
+        _ => default_runtime(cores),
+    };
+    match workers {
+        None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
-        Some(n) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(n.parse().unwrap_or(1))
-                .enable_all()
-                .build()
-        }
-        _ => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(default_workers(cores))
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
             .enable_all()
             .build(),
     }
 }
 
-/// Worker threads when `HYPERBLOOM_WORKERS` is not set (see [`build_runtime`]).
-fn default_workers(cores: usize) -> usize {
-    cores.max(1)
+/// Worker threads when `HYPERBLOOM_WORKERS` is not set; `None` = a current-thread runtime.
+///
+/// On one CPU (a one-core machine, or a process pinned with `taskset -c N`) the current-thread
+/// runtime: a multi-thread runtime with one worker does the same work plus its scheduler's
+/// bookkeeping (per-batch poll-time statistics, the injection queue, the worker park): ~780 more
+/// userspace instructions per request at `-P 1` (callgrind, issue-15 CPU note). On more CPUs,
+/// one worker per core, tokio's own default (see the note for the unpinned measurements).
+fn default_runtime(cores: usize) -> Option<usize> {
+    (cores > 1).then_some(cores)
 }

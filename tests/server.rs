@@ -289,3 +289,42 @@ fn command_info_unknown_and_subcommands() {
         String::from_utf8_lossy(&r)
     );
 }
+
+/// An idle connection waits on its socket and on one wake-up signal for pushes, CLIENT KILL and
+/// the shutdown (engine::signal): a kill must close it at once, and a push that comes while it is
+/// idle must reach it, also after a kill of another client woke nobody else.
+#[test]
+fn an_idle_connection_wakes_for_a_kill_and_for_a_push() {
+    use std::io::Read;
+    let s = start_server();
+    let mut victim = s.raw();
+    let mut sub = s.raw();
+    let mut admin = s.raw();
+    let id = String::from_utf8(victim.cmd_str(&["CLIENT", "ID"])).unwrap();
+    let id = id.trim_start_matches(':').trim_end().to_string();
+    assert_eq!(
+        sub.cmd_str(&["SUBSCRIBE", "ch"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    assert_eq!(admin.cmd_str(&["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+    victim
+        .stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut chunk = [0u8; 64];
+    // EOF, not a timeout: the kill woke the idle connection.
+    assert_eq!(
+        victim.stream.read(&mut chunk).expect("EOF, not a timeout"),
+        0
+    );
+    assert_eq!(admin.cmd_str(&["PUBLISH", "ch", "hi"]), b":1\r\n");
+    assert_eq!(
+        sub.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+    );
+    assert_eq!(admin.cmd_str(&["PUBLISH", "ch", "again"]), b":1\r\n");
+    assert_eq!(
+        sub.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nagain\r\n"
+    );
+}

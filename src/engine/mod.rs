@@ -17,6 +17,7 @@ pub mod propagate;
 pub mod pubsub;
 pub mod repl;
 pub mod shared;
+pub mod signal;
 pub mod tracking;
 
 pub use propagate::{SubscriberId, WriteStream};

@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::sync::Notify;
 
 use super::ClientHandle;
 use crate::events;
@@ -45,8 +44,9 @@ pub struct Outbox {
     buf: Mutex<BytesMut>,
     /// `buf.len()`, readable without the lock (the connection checks it after every command).
     len: AtomicUsize,
-    /// Wakes the connection's task.
-    pub ready: Notify,
+    /// Wakes the connection's task: for a push, and (through [`super::ClientHandle::kill`] and
+    /// [`super::Shared::request_shutdown`]) for a CLIENT KILL or the server's shutdown.
+    pub ready: super::signal::Signal,
 }
 
 /// `client-output-buffer-limit` for one class (the pubsub class applies at each delivery).
@@ -66,7 +66,7 @@ impl Outbox {
         buf.put_slice(body);
         self.len.store(buf.len(), Ordering::Release);
         drop(buf);
-        self.ready.notify_one();
+        self.ready.notify();
     }
 
     /// Appends bytes as they are (MONITOR lines) and wakes the connection.
@@ -75,7 +75,7 @@ impl Outbox {
         buf.put_slice(bytes);
         self.len.store(buf.len(), Ordering::Release);
         drop(buf);
-        self.ready.notify_one();
+        self.ready.notify();
     }
 
     /// Moves everything pending to the end of `out`. Returns how many bytes moved.

@@ -95,6 +95,7 @@ impl ClientHandle {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill.notify_one();
+        self.outbox.ready.notify();
     }
 
     /// Output waiting for this client: unwritten replies plus the outbox.
@@ -460,6 +461,11 @@ impl Shared {
     /// Asks the server to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
+        // Connections wait on their outbox's signal, not on the watch (engine::signal).
+        let clients: Vec<_> = self.clients().values().cloned().collect();
+        for c in clients {
+            c.outbox.ready.notify();
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

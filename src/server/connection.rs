@@ -8,10 +8,11 @@
 //!
 //! The per-batch path is kept free of allocation and of needless synchronisation (measured with
 //! callgrind, `scripts/bench-load.sh --callgrind`): the batch's arguments are slices of the read
-//! buffer in one flat vector reused from batch to batch ([`Batch`]); the futures that wait for a
-//! kill, a push or the server's shutdown are created once per connection and stay registered
-//! (re-creating them each round took and released their notifiers' locks every batch, ~1,300
-//! instructions of a ~5,600-instruction `PING` at `-P 1`); the `select!` is `biased` towards the
+//! buffer in one flat vector reused from batch to batch ([`Batch`]); a kill, a push and the
+//! server's shutdown all wake the task through one [`crate::engine::signal::Signal`] whose waker is
+//! registered once (one tokio `Notify`/`watch` future each cost their notifiers' locks every
+//! round: ~1,300 instructions of a ~5,600-instruction `PING` at `-P 1` when they were re-created,
+//! ~450 of ~4,600 when merely re-polled); the `select!` is `biased` towards the
 //! socket, so no random number is drawn per round; and a write is first tried directly, the
 //! `select!` below (reads while the write waits, limits, kill) only when the socket cannot take
 //! it all at once.
@@ -59,6 +60,7 @@ use tokio::net::TcpStream;
 
 use crate::commands::{self, Action, ClientState};
 use crate::config::{ObufLimits, OutputLimit};
+use crate::engine::signal::SignalWaiter;
 use crate::engine::{ClientHandle, Shared};
 use crate::protocol::out::OutBuf;
 use crate::protocol::parser::{ParserLimits, RequestParser};
@@ -132,14 +134,11 @@ pub async fn serve(
     let mut obuf_limits = ObufLimits::default();
     // The output limit of the client's class as of its last batch (normal or pubsub).
     let mut class_limit = obuf_limits.normal;
-    // Registered once, polled each round; re-armed only after they fire.
+    // Pushes, CLIENT KILL and the shutdown all wake the task through the outbox's signal: its
+    // waker is registered once, and a round that waits checks a flag, no lock (engine::signal).
     let replica_shutdown = shutdown.clone();
-    let killed = handle.kill.notified();
-    tokio::pin!(killed);
-    let pushes = handle.outbox.ready.notified();
-    tokio::pin!(pushes);
-    let stopping = shutdown.changed();
-    tokio::pin!(stopping);
+    shutdown.mark_unchanged();
+    let mut attention = SignalWaiter::default();
 
     'conn: loop {
         // ---- read --------------------------------------------------------------------------
@@ -177,18 +176,22 @@ pub async fn serve(
                     stream.read_buf(&mut inbuf).await.map(Some)
                 }
             };
-            tokio::select! {
-                biased;
-                r = read => r,
-                // Pub/sub messages and other pushes: write them without waiting for a request.
-                _ = &mut pushes => {
-                    pushes.set(handle.outbox.ready.notified());
-                    Ok(Some(usize::MAX))
+            // Pub/sub messages and other pushes (those that came while a write waited, too): write
+            // them without waiting for a request. A wake-up also comes for a kill or the shutdown,
+            // both checked below.
+            if handle.outbox.pending() > 0 {
+                Ok(Some(usize::MAX))
+            } else {
+                tokio::select! {
+                    biased;
+                    r = read => r,
+                    _ = handle.outbox.ready.wait(&mut attention) => Ok(Some(usize::MAX)),
                 }
-                _ = &mut killed => break 'conn,
-                _ = &mut stopping => break 'conn,
             }
         };
+        if stopping(&handle, &shutdown) {
+            break;
+        }
         match n {
             Ok(Some(usize::MAX)) => {}
             Ok(Some(0)) | Err(_) => break,
@@ -202,9 +205,6 @@ pub async fn serve(
                     .net_input_bytes
                     .fetch_add(n as u64, Ordering::Relaxed);
             }
-        }
-        if handle.killed.load(Ordering::Relaxed) {
-            break;
         }
 
         // ---- parse and execute --------------------------------------------------------------
@@ -443,7 +443,13 @@ pub async fn serve(
                             break 'conn;
                         }
                     },
-                    _ = &mut killed => break 'conn,
+                    // A push waits for the next round; a kill ends the write (the shutdown lets
+                    // it finish, as before).
+                    _ = handle.outbox.ready.wait(&mut attention) => {
+                        if handle.killed.load(Ordering::Relaxed) {
+                            break 'conn;
+                        }
+                    },
                 }
             }
             if !partial {
@@ -528,6 +534,12 @@ pub async fn serve(
         engine.pubsub.remove_client(handle.id);
     }
     shared.clients().remove(&handle.id);
+}
+
+/// True when the connection must end now: CLIENT KILL (or an output limit) closed it, or the server
+/// is shutting down.
+fn stopping(handle: &ClientHandle, shutdown: &tokio::sync::watch::Receiver<bool>) -> bool {
+    handle.killed.load(Ordering::Relaxed) || shutdown.has_changed().unwrap_or(true)
 }
 
 /// Writes everything pending, segment by segment.
