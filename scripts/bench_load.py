@@ -26,6 +26,8 @@ Instruction counts do not depend on the machine's load, so this is the mode to u
 
 `--redis-module PATH` loads a module (e.g. RedisBloom's .so) into the reference server, so the BF/CF
 rows get a reference too; without it Redis runs the core and PF tests only.
+`scripts/fetch-redisbloom.sh` fetches RedisBloom 2.6.12's release binary and prints its path:
+`--redis-module "$(scripts/fetch-redisbloom.sh)"`.
 
 Usage: scripts/bench-load.sh [-n REQUESTS] [-r ROUNDS] [--quick] [-c CLIENTS] [-P 16,1] [--only REGEX]
                              [--pin] [--callgrind] [--redis-module PATH]
