@@ -495,3 +495,48 @@ fn pipelines_big_replies_and_transactions() {
         }
     }
 }
+
+/// Invalidation messages count against the pubsub class like PUBLISH's: a RESP2 redirect target
+/// (a subscriber of `__redis__:invalidate`) that never reads is closed past the hard limit
+/// instead of holding every invalidation in memory.
+#[test]
+fn a_tracking_redirect_target_that_never_reads_is_closed() {
+    let server = common::start_server();
+    let mut c = server.raw();
+    assert_eq!(
+        c.cmd_str(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 1mb 0 0"
+        ]),
+        b"+OK\r\n"
+    );
+    let mut sub = server.raw();
+    let local = sub.stream.local_addr().unwrap();
+    let id = String::from_utf8_lossy(&sub.cmd_str(&["CLIENT", "ID"]))
+        .trim()
+        .trim_start_matches(':')
+        .to_string();
+    sub.cmd_str(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut reader = server.raw();
+    assert_eq!(
+        reader.cmd_str(&["CLIENT", "TRACKING", "on", "REDIRECT", &id]),
+        b"+OK\r\n"
+    );
+    // Each invalidation names a 100 KB key; the kernel's socket buffers take a few MB first.
+    let key = "k".repeat(100 * 1024);
+    let mut rounds = 0;
+    while client_line(&mut c, local).is_some() {
+        for _ in 0..10 {
+            assert_eq!(reader.cmd_str(&["GET", &key]), b"$-1\r\n");
+            assert_eq!(c.cmd_str(&["SET", &key, "v"]), b"+OK\r\n");
+            assert_eq!(c.cmd_str(&["DEL", &key]), b":1\r\n");
+        }
+        rounds += 10;
+        assert!(
+            rounds < 1500,
+            "the redirect target is still connected after {rounds} invalidations of 100 KB"
+        );
+    }
+}

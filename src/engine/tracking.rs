@@ -391,7 +391,7 @@ impl PubSub {
                         put_header(&mut m, b'>', 2);
                         put_bulk(&mut m, b"tracking-redir-broken");
                         m.put_slice(format!(":{redirect}\r\n").as_bytes());
-                        emit(handle, &m, own);
+                        self.emit(handle, &m, own);
                     }
                     return;
                 }
@@ -412,14 +412,31 @@ impl PubSub {
             return;
         }
         m.put_slice(value);
-        emit(&dest, &m, own);
+        self.emit(&dest, &m, own);
     }
-}
 
-fn emit(dest: &ClientHandle, bytes: &[u8], own: Option<(u64, &mut BytesMut)>) {
-    match own {
-        Some((id, buf)) if id == dest.id => buf.extend_from_slice(bytes),
-        _ => dest.outbox.push_raw(bytes),
+    /// Queues a tracking message for `dest` (after the current reply if `dest` is the client
+    /// `own` names). A subscriber is in the pubsub class of `client-output-buffer-limit`, which
+    /// Redis applies to whatever it is sent, invalidations included: checked here as
+    /// [`PubSub`]'s deliveries are (other clients' limits are the connection's to check).
+    fn emit(&self, dest: &ClientHandle, bytes: &[u8], own: Option<(u64, &mut BytesMut)>) {
+        match own {
+            Some((id, buf)) if id == dest.id => buf.extend_from_slice(bytes),
+            _ => {
+                if dest.killed.load(Ordering::Relaxed) {
+                    return;
+                }
+                dest.outbox.push_raw(bytes);
+                if let Some(limit) = &self.limit {
+                    if self.is_subscriber(dest.id) {
+                        let now_s = super::now_ms() / 1000;
+                        if dest.output_limit_reached(limit, dest.output_pending(), now_s) {
+                            dest.close_for_output_limit();
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
