@@ -295,3 +295,104 @@ fn pending_invalidations_of_a_transaction_that_turns_tracking_off() {
         3,
     );
 }
+
+/// The `tracking_*` lines of an INFO reply.
+fn tracking_lines(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter(|l| l.starts_with("tracking_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The field names of an INFO section, in order.
+fn field_names(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// INFO's tracking fields (`tracking_clients` in clients; `tracking_total_keys`,
+/// `tracking_total_items`, `tracking_total_prefixes` in stats) have Redis's names, places and
+/// values through default-mode reads by two clients, BCAST prefixes, writes, a flush and OFF.
+#[test]
+fn info_tracking_fields_match_redis() {
+    let ours: TestServer = common::start_server();
+    let real = RealRedis::start(&[]);
+    let mut a = Session::new(ours.port(), 4);
+    let mut b = Session::new(real.port(), 4);
+    for n in 0..4 {
+        a.id(n);
+        b.id(n);
+    }
+    let script: &[(usize, &[&str])] = &[
+        (0, &["HELLO", "3"]),
+        (0, &["CLIENT", "TRACKING", "on"]),
+        (0, &["GET", "a"]),
+        (0, &["MGET", "b", "c", "a"]),
+        (1, &["CLIENT", "TRACKING", "on", "REDIRECT", "$id0"]),
+        (1, &["GET", "a"]),
+        (1, &["GET", "z"]),
+        (2, &["HELLO", "3"]),
+        (
+            2,
+            &[
+                "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "x", "PREFIX", "y",
+            ],
+        ),
+        (3, &["__info"]),
+        (3, &["SET", "a", "1"]),
+        (3, &["__info"]),
+        (1, &["CLIENT", "TRACKING", "off"]),
+        (3, &["__info"]),
+        (3, &["SET", "z", "1"]),
+        (3, &["__info"]),
+        (0, &["GET", "q"]),
+        (3, &["FLUSHALL"]),
+        (3, &["__info"]),
+        (2, &["CLIENT", "TRACKING", "off"]),
+        (0, &["CLIENT", "TRACKING", "off"]),
+        (3, &["__info"]),
+    ];
+    let mut checked = 0;
+    for (n, (who, argv)) in script.iter().enumerate() {
+        if argv[0] == "__info" {
+            for section in ["stats", "clients"] {
+                let x = a.step(*who, &["INFO", section]);
+                let y = b.step(*who, &["INFO", section]);
+                assert_eq!(
+                    tracking_lines(&x[*who]),
+                    tracking_lines(&y[*who]),
+                    "step {n}: INFO {section}"
+                );
+                // Our fields are a subset of Redis's, in Redis's order.
+                let theirs = field_names(&y[*who]);
+                let mut at = 0;
+                for name in field_names(&x[*who]) {
+                    match theirs[at..].iter().position(|t| *t == name) {
+                        Some(p) => at += p + 1,
+                        None => {
+                            panic!("INFO {section}: {name} is out of Redis's order or not Redis's")
+                        }
+                    }
+                }
+                checked += 1;
+            }
+            continue;
+        }
+        let x = a.step(*who, argv);
+        let y = b.step(*who, argv);
+        for c in 0..4 {
+            let (xo, yo) = (
+                normalise(&mut a, argv, &x[c]),
+                normalise(&mut b, argv, &y[c]),
+            );
+            assert!(
+                xo == yo,
+                "step {n} ({argv:?}), conn {c} differs:\n {xo:?}\n {yo:?}"
+            );
+        }
+    }
+    assert_eq!(checked, 12);
+}
