@@ -200,3 +200,89 @@ fn a_replica_sends_bcast_invalidations_for_the_primarys_writes() {
     assert_eq!(bcast.read_reply(), invalidate(&["b:1"]));
     assert_eq!(default.read_reply(), invalidate(&["d"]));
 }
+
+/// The keys named in a run of `>2 invalidate [k]` pushes.
+fn invalidated_keys(pushes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(pushes).into_owned();
+    let mut keys = Vec::new();
+    let mut lines = text.split("\r\n").peekable();
+    while let Some(l) = lines.next() {
+        if l == "invalidate" {
+            assert_eq!(lines.next(), Some("*1"), "{text}");
+            lines.next();
+            keys.push(lines.next().unwrap_or_default().to_string());
+        }
+    }
+    keys
+}
+
+fn stat(c: &mut RawConn, section: &str, field: &str) -> u64 {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", section])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+}
+
+/// `tracking-table-max-keys`: beyond it, random keys are dropped from the table with an
+/// invalidation each (before a command, and from the cron on an idle server); the keys left are
+/// exactly the ones still tracked, and INFO counts them.
+#[test]
+fn the_tracking_table_is_kept_within_tracking_table_max_keys() {
+    let server = common::start_with(&["--tracking-table-max-keys", "10"]);
+    let mut c = tracking_conn(server.addr, &[]);
+    let mut admin = RawConn::connect(server.addr);
+    let mut pushes = Vec::new();
+    for i in 0..50 {
+        c.send(&[b"GET", format!("k{i}").as_bytes()]);
+        loop {
+            let f = c.read_reply();
+            if f == b"_\r\n" {
+                break;
+            }
+            pushes.extend_from_slice(&f);
+        }
+    }
+    // The last GET may leave the table one over until the cron or the next command.
+    pushes.extend_from_slice(&received(&mut c, "m1"));
+    assert_eq!(stat(&mut admin, "stats", "tracking_total_keys"), 10);
+    assert_eq!(stat(&mut admin, "stats", "tracking_total_items"), 10);
+    assert_eq!(stat(&mut admin, "clients", "tracking_clients"), 1);
+    let dropped = invalidated_keys(&pushes);
+    let unique: std::collections::BTreeSet<&String> = dropped.iter().collect();
+    assert_eq!((dropped.len(), unique.len()), (40, 40), "{dropped:?}");
+    // The other ten are still tracked: writing all fifty invalidates exactly those.
+    for i in 0..50 {
+        admin.cmd_str(&["SET", &format!("k{i}"), "v"]);
+    }
+    let rest = invalidated_keys(&received(&mut c, "m2"));
+    assert_eq!(rest.len(), 10, "{rest:?}");
+    for k in &rest {
+        assert!(!unique.contains(k), "{k} was dropped and still invalidated");
+    }
+    assert_eq!(stat(&mut admin, "stats", "tracking_total_keys"), 0);
+
+    // 0 = no limit.
+    assert_eq!(
+        admin.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "0"]),
+        b"+OK\r\n"
+    );
+    for i in 0..30 {
+        assert_eq!(c.cmd_str(&["GET", &format!("n{i}")]), b"_\r\n");
+    }
+    assert_eq!(received(&mut c, "m3"), b"");
+    assert_eq!(stat(&mut admin, "stats", "tracking_total_keys"), 30);
+    // A lowered limit is applied by the cron while the tracking client is idle.
+    assert_eq!(
+        admin.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "5"]),
+        b"+OK\r\n"
+    );
+    c.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok();
+    let mut idle = Vec::new();
+    while invalidated_keys(&idle).len() < 25 {
+        idle.extend_from_slice(&c.read_reply());
+    }
+    assert_eq!(stat(&mut admin, "stats", "tracking_total_keys"), 5);
+}

@@ -100,6 +100,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // Deliveries to subscribers apply the pubsub class under the keyspace lock, which this holds.
     ctx.pubsub.limit = Some(updated.client_obuf_limits.pubsub);
     ctx.pubsub.monitor_limit = Some(updated.client_obuf_limits.monitor());
+    ctx.pubsub.tracking.max_keys = updated.tracking_table_max_keys;
     // A new password does not log out connected clients, as in Redis.
     ctx.shared.replace_config(updated);
     Ok(Reply::ok())

@@ -541,6 +541,11 @@ fn dispatch_inner(
         engine.stats[index].rejected += 1;
         return Reply::Error(CmdError::Static(error::MONITOR_KEYSPACE));
     }
+    // As Redis's processCommand, before the command is queued or run: keep the tracking table
+    // within tracking-table-max-keys.
+    engine
+        .pubsub
+        .limit_tracked_keys(shared, Some(client.handle.id));
     if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
         // Container commands are checked for a known subcommand before queuing, as Redis does.
         if !spec.subcommands.is_empty() && argv.len() >= 2 {

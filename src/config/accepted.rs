@@ -148,7 +148,6 @@ pub static ACCEPTED: &[Accepted] = &[
     row("tls-session-cache-size", "20480", true),
     row("tls-session-cache-timeout", "300", true),
     row("tls-session-caching", "yes", true),
-    row("tracking-table-max-keys", "1000000", true),
     row("unixsocket", "", false),
     row("unixsocketperm", "0", false),
     row("zset-max-listpack-entries", "128", true),

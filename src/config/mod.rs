@@ -67,6 +67,9 @@ pub struct Config {
     pub hz: u32,
     pub daemonize: bool,
     pub hll_sparse_max_bytes: usize,
+    /// `tracking-table-max-keys`: keys CLIENT TRACKING's default-mode table may hold (0 = no
+    /// limit).
+    pub tracking_table_max_keys: u64,
     /// `bf-error-rate`: error rate of auto-created Bloom filters (a value above 0.25 acts as 0.25).
     pub bf_error_rate: f64,
     /// The text `bf-error-rate` was last set with (CONFIG GET shows it).
@@ -156,6 +159,7 @@ impl Default for Config {
             hz: 10,
             daemonize: false,
             hll_sparse_max_bytes: 3000,
+            tracking_table_max_keys: 1_000_000,
             bf_error_rate: 0.01,
             bf_error_rate_text: "0.01".into(),
             bf_initial_size: 100,
@@ -815,6 +819,16 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.enable_module_command.clone(),
         set: |c, a| {
             c.enable_module_command = protected_action(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "tracking-table-max-keys",
+        doc: "Keys CLIENT TRACKING remembers for its clients (0 = no limit); beyond it random keys are dropped and invalidated.",
+        mutable: true,
+        get: |c| c.tracking_table_max_keys.to_string(),
+        set: |c, a| {
+            c.tracking_table_max_keys = parse_num(a, 0, i64::MAX as i128)?;
             Ok(())
         },
     },

@@ -385,6 +385,7 @@ impl Shared {
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
+        let tracking_max_keys = config.tracking_table_max_keys;
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
             engine: Mutex::new(engine),
@@ -412,6 +413,7 @@ impl Shared {
             let mut engine = shared.engine();
             engine.pubsub.limit = Some(obuf_limits.pubsub);
             engine.pubsub.monitor_limit = Some(obuf_limits.monitor());
+            engine.pubsub.tracking.max_keys = tracking_max_keys;
         }
         shared
     }

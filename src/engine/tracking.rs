@@ -28,10 +28,18 @@
 //! into a `tracking-redir-broken` push to the tracking client (RESP3 only) and the
 //! `broken_redirect` flag.
 //!
-//! Not implemented: `tracking-table-max-keys` (Redis evicts random table entries beyond it,
-//! sending their invalidations); the table here is unbounded.
+//! `tracking-table-max-keys` bounds the default-mode table, as Redis 7.0's
+//! `trackingLimitUsedSlots`: before each command (and at each cron tick, so an idle server
+//! applies a lowered limit too), while the table holds more keys than the limit, random keys are
+//! dropped and their invalidations sent as if they had changed (at once, before the command's
+//! reply, and not to a NOLOOP client whose own command triggered it, as Redis 7.0.15 does). One
+//! pass tries at most 100 × (1 + the number of consecutive passes that ended still over the
+//! limit) keys, so a huge excess is worked off over several commands instead of in one pause.
+//! The table is an `IndexMap` so that a random key is O(1) to pick and to remove.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use indexmap::IndexMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -81,8 +89,14 @@ struct Bcast {
 #[derive(Default)]
 pub struct Tracking {
     clients: HashMap<u64, TrackState, ahash::RandomState>,
-    table: HashMap<Bytes, BTreeSet<u64>, ahash::RandomState>,
+    table: IndexMap<Bytes, BTreeSet<u64>, ahash::RandomState>,
     items: usize,
+    /// `tracking-table-max-keys` (0 = no limit).
+    pub max_keys: u64,
+    /// Consecutive limit passes that ended still over the limit (Redis's `timeout_counter`).
+    over_limit_passes: u64,
+    /// xorshift state for picking the keys to drop.
+    rng: u64,
     prefixes: BTreeMap<Bytes, Bcast>,
     /// Invalidations owed to the client running the current command, sent after its reply:
     /// Some(key), or None for a flush.
@@ -112,9 +126,22 @@ impl Tracking {
         self.clients.len()
     }
 
-    /// Keys in the default-mode table, client entries in it, and broadcast prefixes (INFO stats).
+    /// Keys in the default-mode table, client entries in it, and broadcast prefixes (INFO stats
+    /// `tracking_total_keys`, `tracking_total_items`, `tracking_total_prefixes`).
     pub fn totals(&self) -> (usize, usize, usize) {
         (self.table.len(), self.items, self.prefixes.len())
+    }
+
+    fn next_random(&mut self) -> u64 {
+        if self.rng == 0 {
+            self.rng = ahash::RandomState::new().hash_one(0u64) | 1;
+        }
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
     }
 
     /// `CLIENT TRACKING ON`: turns tracking on (or changes its options) for `handle`. BCAST
@@ -229,10 +256,24 @@ impl PubSub {
                 }
             }
         }
-        let Some(ids) = t.table.remove(key) else {
+        let Some(ids) = t.table.swap_remove(key) else {
             return;
         };
         t.items -= ids.len();
+        self.send_key_invalidation(shared, key, ids, current, true);
+    }
+
+    /// Redis's `trackingInvalidateKey` for the clients `ids` that read `key`: each gets the
+    /// invalidation unless it is gone, off or in BCAST mode, or in NOLOOP mode and `current`;
+    /// `current`'s own is deferred past its reply when `defer_own` (its command is running).
+    fn send_key_invalidation(
+        &mut self,
+        shared: &Shared,
+        key: &Bytes,
+        ids: BTreeSet<u64>,
+        current: Option<u64>,
+        defer_own: bool,
+    ) {
         let value = one_key(key);
         for id in ids {
             let Some(st) = self.tracking.clients.get(&id) else {
@@ -241,7 +282,7 @@ impl PubSub {
             if st.bcast || (st.noloop && current == Some(id)) {
                 continue;
             }
-            if current == Some(id) {
+            if defer_own && current == Some(id) {
                 self.tracking.pending.push(Some(key.clone()));
             } else {
                 self.send_invalidation(shared, id, &value, None);
@@ -265,8 +306,40 @@ impl PubSub {
                 self.send_invalidation(shared, id, null_for(proto), None);
             }
         }
-        self.tracking.table.clear();
+        // Given back, not cleared (a cleared map keeps its buckets), as Redis frees its table.
+        self.tracking.table = IndexMap::default();
         self.tracking.items = 0;
+    }
+
+    /// `tracking-table-max-keys` (see the module essay): drops random keys from the table, with
+    /// their invalidations, until it is within the limit or this pass's effort is spent.
+    /// `current` is the client whose command is about to run (None from the cron).
+    pub fn limit_tracked_keys(&mut self, shared: &Shared, current: Option<u64>) {
+        let t = &mut self.tracking;
+        if t.clients.is_empty() || t.max_keys == 0 {
+            return;
+        }
+        if t.table.len() as u64 <= t.max_keys {
+            t.over_limit_passes = 0;
+            return;
+        }
+        let mut effort = 100u64.saturating_mul(t.over_limit_passes.saturating_add(1));
+        while effort > 0 && !self.tracking.table.is_empty() {
+            effort -= 1;
+            let t = &mut self.tracking;
+            let i = (t.next_random() % t.table.len() as u64) as usize;
+            let Some((key, ids)) = t.table.swap_remove_index(i) else {
+                break;
+            };
+            t.items -= ids.len();
+            // Not deferred: the command has not started (Redis: not CLIENT_EXECUTING_COMMAND).
+            self.send_key_invalidation(shared, &key, ids, current, false);
+            if self.tracking.table.len() as u64 <= self.tracking.max_keys {
+                self.tracking.over_limit_passes = 0;
+                return;
+            }
+        }
+        self.tracking.over_limit_passes += 1;
     }
 
     /// Sends the invalidations client `current` caused for itself, after its reply: messages for

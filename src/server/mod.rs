@@ -352,6 +352,9 @@ async fn cron(shared: Arc<Shared>) {
                     .expired_keys
                     .fetch_add(expired as u64, Ordering::Relaxed);
             }
+            // Also done before every command; here so that an idle server applies a lowered
+            // tracking-table-max-keys (as Redis's serverCron).
+            engine.pubsub.limit_tracked_keys(&shared, None);
             // BCAST keys collected outside a connection's round (active expiry above, anything
             // else that wrote without a client) go out here at the latest.
             engine.pubsub.broadcast_invalidations(&shared);
