@@ -1337,3 +1337,35 @@ fn string_and_key_boundaries_match_redis() {
         diff.compared + pipe.len()
     );
 }
+
+/// Integer configs parse as Redis's `string2ll` (no `+`, no leading zero or space, i64 range)
+/// before their range is checked, in CONFIG SET's error texts.
+#[test]
+fn config_set_integers_parse_like_redis() {
+    let redis = common::redis::RealRedis::start(&[]);
+    let ours = common::start_server();
+    let mut pair = Pair::new(redis.port(), ours.port());
+    let mut diff = Diff {
+        compared: 0,
+        log: Vec::new(),
+    };
+    for name in ["hz", "tracking-table-max-keys", "timeout", "maxclients"] {
+        for v in [
+            "+5",
+            "05",
+            " 5",
+            "5 ",
+            "-0",
+            "-1",
+            "abc",
+            "",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "12",
+        ] {
+            diff.send(&mut pair, &[c("CONFIG"), c("SET"), c(name), c(v)], None);
+            diff.send(&mut pair, &[c("CONFIG"), c("GET"), c(name)], None);
+        }
+    }
+}

@@ -301,9 +301,10 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
 
 fn parse_num<T: std::str::FromStr>(args: &[String], min: i128, max: i128) -> Result<T, String> {
     let s = one(args)?;
-    let n: i128 = s
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    // Redis's string2ll: no `+`, no leading zero or space, within i64 (then the range).
+    let n = crate::numeric::parse_i64(s.as_bytes())
+        .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?
+        as i128;
     if n < min || n > max {
         return Err(format!(
             "argument must be between {min} and {max} inclusive"
@@ -593,7 +594,7 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.maxclients.to_string(),
         set: |c, a| {
-            c.maxclients = parse_num(a, 1, i32::MAX as i128)?;
+            c.maxclients = parse_num(a, 1, u32::MAX as i128)?;
             Ok(())
         },
     },
@@ -788,7 +789,10 @@ pub static DIRECTIVES: &[Directive] = &[
         mutable: true,
         get: |c| c.hz.to_string(),
         set: |c, a| {
-            c.hz = parse_num(a, 1, 500)?;
+            // Redis accepts 0..INT_MAX and clamps to 1..500 (updateHZ); CONFIG GET shows the
+            // clamped value.
+            let hz: u32 = parse_num(a, 0, i32::MAX as i128)?;
+            c.hz = hz.clamp(1, 500);
             Ok(())
         },
     },
