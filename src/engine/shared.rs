@@ -231,6 +231,9 @@ pub struct AofProgress {
     pub sub: Option<super::SubscriberId>,
     pub written: u64,
     pub synced: u64,
+    /// How far `appendfsync always` connections may reply: `synced`, or `written` where the
+    /// fsync was skipped (no-appendfsync-on-rewrite during a rewrite or BGSAVE, as Redis).
+    pub released: u64,
     /// The last write failed (everysec, no): waiters are released, their bytes stay buffered.
     pub write_failed: bool,
 }
@@ -266,6 +269,8 @@ pub struct AofSink {
     /// Stream offset written to the file / fsynced.
     pub written: u64,
     pub synced: u64,
+    /// Written without an fsync under `always` (no-appendfsync-on-rewrite): see `AofProgress::released`.
+    pub released: u64,
     /// `aof-timestamp-enabled`, and the unix second of the last `#TS:` annotation written.
     pub timestamps: bool,
     pub last_ts: u64,
