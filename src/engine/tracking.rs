@@ -35,7 +35,9 @@
 //! reply, and not to a NOLOOP client whose own command triggered it, as Redis 7.0.15 does). One
 //! pass tries at most 100 × (1 + the number of consecutive passes that ended still over the
 //! limit) keys, so a huge excess is worked off over several commands instead of in one pause.
-//! The table is an `IndexMap` so that a random key is O(1) to pick and to remove.
+//! The table is an `IndexMap` so that a random key is O(1) to pick and to remove; a key read by
+//! one client costs 16 + 16 bytes in it plus the key's own allocation (74 B per tracked 16-byte key
+//! in INFO used_memory, redis-server 7.0.15: 99; `scripts/bench_tracking_memory.py`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -85,11 +87,52 @@ struct Bcast {
     keys: BTreeMap<Bytes, Option<u64>>,
 }
 
+/// The clients that read one key of the default-mode table. Most keys have one reader, kept
+/// without an allocation: a table entry is then a 16-byte key handle and these 16 bytes (a
+/// `BTreeSet` per key cost ~200 bytes per tracked key, twice Redis's ~100).
+#[derive(Debug)]
+enum Readers {
+    One(u64),
+    // Boxed on purpose: an inline BTreeSet would make every entry 32 bytes, One included.
+    #[allow(clippy::box_collection)]
+    Many(Box<BTreeSet<u64>>),
+}
+
+impl Readers {
+    /// Adds `id`; true if it was not there.
+    fn insert(&mut self, id: u64) -> bool {
+        match self {
+            Readers::One(x) if *x == id => false,
+            Readers::One(x) => {
+                let set: BTreeSet<u64> = [*x, id].into_iter().collect();
+                *self = Readers::Many(Box::new(set));
+                true
+            }
+            Readers::Many(set) => set.insert(id),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Readers::One(_) => 1,
+            Readers::Many(set) => set.len(),
+        }
+    }
+
+    /// The ids, ascending.
+    fn into_ids(self) -> Vec<u64> {
+        match self {
+            Readers::One(x) => vec![x],
+            Readers::Many(set) => set.into_iter().collect(),
+        }
+    }
+}
+
 /// Every tracking client, the default-mode table and the broadcast prefixes.
 #[derive(Default)]
 pub struct Tracking {
     clients: HashMap<u64, TrackState, ahash::RandomState>,
-    table: IndexMap<Bytes, BTreeSet<u64>, ahash::RandomState>,
+    table: IndexMap<Box<[u8]>, Readers, ahash::RandomState>,
     items: usize,
     /// `tracking-table-max-keys` (0 = no limit).
     pub max_keys: u64,
@@ -208,12 +251,17 @@ impl Tracking {
             return;
         }
         for k in keys {
-            let ids = match self.table.get_mut(k.as_ref() as &[u8]) {
-                Some(ids) => ids,
-                None => self.table.entry(Bytes::copy_from_slice(k)).or_default(),
-            };
-            if ids.insert(id) {
-                self.items += 1;
+            let k: &[u8] = k.as_ref();
+            match self.table.get_mut(k) {
+                Some(ids) => {
+                    if ids.insert(id) {
+                        self.items += 1;
+                    }
+                }
+                None => {
+                    self.table.insert(k.into(), Readers::One(id));
+                    self.items += 1;
+                }
             }
         }
     }
@@ -256,7 +304,7 @@ impl PubSub {
                 }
             }
         }
-        let Some(ids) = t.table.swap_remove(key) else {
+        let Some(ids) = t.table.swap_remove(key.as_ref() as &[u8]) else {
             return;
         };
         t.items -= ids.len();
@@ -270,12 +318,12 @@ impl PubSub {
         &mut self,
         shared: &Shared,
         key: &Bytes,
-        ids: BTreeSet<u64>,
+        ids: Readers,
         current: Option<u64>,
         defer_own: bool,
     ) {
         let value = one_key(key);
-        for id in ids {
+        for id in ids.into_ids() {
             let Some(st) = self.tracking.clients.get(&id) else {
                 continue;
             };
@@ -332,6 +380,7 @@ impl PubSub {
                 break;
             };
             t.items -= ids.len();
+            let key = Bytes::from(key.into_vec());
             // Not deferred: the command has not started (Redis: not CLIENT_EXECUTING_COMMAND).
             self.send_key_invalidation(shared, &key, ids, current, false);
             if self.tracking.table.len() as u64 <= self.tracking.max_keys {
@@ -545,6 +594,25 @@ mod tests {
         assert_eq!(t.clients(), 1);
         // The entry stays until the key changes.
         assert_eq!(t.totals(), (1, 2, 0));
+    }
+
+    #[test]
+    fn a_key_with_one_reader_costs_no_set() {
+        assert_eq!(std::mem::size_of::<Readers>(), 16);
+        let mut t = Tracking::default();
+        let (a, b) = (client(1), client(2));
+        t.enable(&a, &Options::default());
+        t.enable(&b, &Options::default());
+        let k = Bytes::from("k");
+        t.remember(1, &[&k]);
+        t.remember(1, &[&k]);
+        assert!(matches!(t.table.get(&b"k"[..]), Some(Readers::One(1))));
+        assert_eq!(t.totals(), (1, 1, 0));
+        t.remember(2, &[&k]);
+        t.remember(2, &[&k]);
+        assert_eq!(t.totals(), (1, 2, 0));
+        let ids = t.table.swap_remove(&b"k"[..]).map(Readers::into_ids);
+        assert_eq!(ids, Some(vec![1, 2]));
     }
 
     #[test]
