@@ -320,6 +320,10 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
         try:
             text = Path(out).read_text(errors="replace")
         finally:
+            if args.keep_callgrind and test is not None:
+                keep = Path(args.keep_callgrind) / f"{name}-P{pipeline}-{re.sub(r'[^A-Za-z0-9]+', '_', test[0])}.out"
+                Path(out).replace(keep)
+                print(f"  kept {keep}", file=sys.stderr)
             Path(out).unlink(missing_ok=True)
         m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
         return int(m.group(1)) if m else None
@@ -368,6 +372,8 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="regex: run only the tests whose label matches")
     ap.add_argument("--pin", action="store_true",
                     help=f"server on core {SERVER_CORE}, redis-benchmark on core {CLIENT_CORE} (taskset)")
+    ap.add_argument("--keep-callgrind", metavar="DIR",
+                    help="--callgrind: keep each test's callgrind.out in DIR (for callgrind_annotate)")
     ap.add_argument("--callgrind", action="store_true",
                     help="count instructions per request under valgrind instead of timing (one client)")
     ap.add_argument("--redis-module", default=None, help="module to load into the reference (RedisBloom .so)")
