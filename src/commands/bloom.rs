@@ -15,6 +15,7 @@ use crate::error::{self, CmdError};
 use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
+use crate::store::db::TypedLookup;
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -174,30 +175,33 @@ fn new_filter(
 
 /// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
 fn add_all(bf: &mut ScalingBloom, items: &[Bytes]) -> Reply {
-    let (answers, error) = bf.add_all(items);
-    let mut out: Vec<Reply> = answers.into_iter().map(Reply::Bool).collect();
-    if let Some(e) = error {
+    let mut out: Vec<Reply> = Vec::with_capacity(items.len());
+    if let Some(e) = bf.add_each(items, |new| out.push(Reply::Bool(new))) {
         out.push(Reply::Error(add_error(e)));
     }
     Reply::Array(out)
 }
 
-/// The filter under `key`, created with the configured defaults when missing.
-fn get_or_create_default<'a>(
-    ctx: &'a mut Ctx,
+/// Runs `f` on the filter under `key`, created with the configured defaults when missing: the
+/// BF.ADD / BF.MADD path, one probe of the key table when the filter exists (issue 15).
+fn with_default_filter<R>(
+    ctx: &mut Ctx,
     key: &Bytes,
-) -> Result<&'a mut ScalingBloom, CmdError> {
-    match key_state(ctx.db(), key) {
-        KeyState::Bloom => {}
-        KeyState::WrongType => return Err(wrongtype()),
-        KeyState::Missing => {
-            let (rate, capacity, expansion) = defaults(ctx);
-            let v = new_filter(ctx.maxmemory(), capacity, rate, expansion, false)?;
-            ctx.db().insert(key.clone(), v);
-            propagate_created(ctx, key, rate, capacity, expansion, false);
-        }
+    f: impl FnOnce(&mut ScalingBloom) -> R,
+) -> Result<R, CmdError> {
+    match ctx
+        .db()
+        .lookup_mut_typed(key, |v| matches!(v, Value::Bloom(_)))
+    {
+        TypedLookup::Hit(Value::Bloom(bf)) => return Ok(f(bf)),
+        TypedLookup::Hit(_) | TypedLookup::OtherType => return Err(wrongtype()),
+        TypedLookup::Missing => {}
     }
-    bloom_mut(ctx.db(), key)
+    let (rate, capacity, expansion) = defaults(ctx);
+    let v = new_filter(ctx.maxmemory(), capacity, rate, expansion, false)?;
+    ctx.db().insert(key.clone(), v);
+    propagate_created(ctx, key, rate, capacity, expansion, false);
+    Ok(f(bloom_mut(ctx.db(), key)?))
 }
 
 /// A filter an add command created is propagated as an explicit `BF.RESERVE` with the parameters
@@ -289,8 +293,7 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `BF.ADD key item` → 1 if the item was new, 0 if it (or a false positive) was there.
 fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let bf = get_or_create_default(ctx, &argv[1])?;
-    let added = bf.add(&argv[2]);
+    let added = with_default_filter(ctx, &argv[1], |bf| bf.add(&argv[2]))?;
     // RedisBloom replicates once it reached the items, even when the add failed.
     ctx.force_propagation();
     added.map(Reply::Bool).map_err(add_error)
@@ -298,8 +301,7 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.
 fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let bf = get_or_create_default(ctx, &argv[1])?;
-    let reply = add_all(bf, &argv[2..]);
+    let reply = with_default_filter(ctx, &argv[1], |bf| add_all(bf, &argv[2..]))?;
     ctx.force_propagation();
     Ok(reply)
 }

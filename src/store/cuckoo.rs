@@ -68,6 +68,8 @@
 
 use thiserror::Error;
 
+use smallvec::SmallVec;
+
 use super::murmur::murmur64a;
 use super::pages::{Page, PagedBytes};
 
@@ -396,7 +398,8 @@ pub struct CuckooFilter {
     bucket_size: u16,
     max_iterations: u16,
     expansion: u16,
-    filters: Vec<SubFilter>,
+    /// Sub-filter 0 lives inside the filter's allocation; a grown filter spills to the heap.
+    filters: SmallVec<[SubFilter; 1]>,
 }
 
 impl CuckooFilter {
@@ -435,7 +438,7 @@ impl CuckooFilter {
             bucket_size,
             max_iterations,
             expansion,
-            filters: vec![sub],
+            filters: smallvec::smallvec![sub],
         })
     }
 
@@ -457,7 +460,7 @@ impl CuckooFilter {
                 .ok_or(HeaderError::Alloc)?;
             sizes.push(n);
         }
-        let mut filters = Vec::new();
+        let mut filters = SmallVec::new();
         filters
             .try_reserve_exact(sizes.len())
             .map_err(|_| HeaderError::Alloc)?;
@@ -492,7 +495,7 @@ impl CuckooFilter {
                 .filter(|&t| t <= MAX_FILTER_BYTES)
                 .ok_or(HeaderError::Alloc)?;
         }
-        let mut filters = Vec::new();
+        let mut filters = SmallVec::new();
         filters
             .try_reserve_exact(sub_filters.len())
             .map_err(|_| HeaderError::Alloc)?;
@@ -505,7 +508,7 @@ impl CuckooFilter {
     }
 
     /// Header fields were validated to fit their narrow types.
-    fn assemble(h: &CuckooHeader, filters: Vec<SubFilter>) -> CuckooFilter {
+    fn assemble(h: &CuckooHeader, filters: SmallVec<[SubFilter; 1]>) -> CuckooFilter {
         CuckooFilter {
             num_buckets: h.num_buckets,
             num_items: h.num_items,

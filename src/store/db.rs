@@ -84,6 +84,16 @@ struct Watch {
     refs: usize,
 }
 
+/// What [`Db::lookup_mut_typed`] found.
+pub enum TypedLookup<'a> {
+    /// The value, of the asked type, marked modified.
+    Hit(&'a mut Value),
+    /// No such key (or it was due and is now reclaimed).
+    Missing,
+    /// A value of another type, left untouched.
+    OtherType,
+}
+
 /// One database (`SELECT n`).
 #[derive(Debug, Default)]
 pub struct Db {
@@ -272,6 +282,38 @@ impl Db {
         } else {
             None
         }
+    }
+
+    /// Write lookup of a value of one type, in one probe of the table: a hit marks the key
+    /// modified as [`Db::lookup_mut`] does; a value for which `is_type` is false is
+    /// [`TypedLookup::OtherType`] and leaves the key untouched (WRONGTYPE must not bump WATCH
+    /// versions).
+    pub fn lookup_mut_typed(
+        &mut self,
+        key: &[u8],
+        is_type: impl FnOnce(&Value) -> bool,
+    ) -> TypedLookup<'_> {
+        self.expire_if_due(key);
+        let h = self.hash(key);
+        let Some(e) = self.map.find_mut(h, |e| e.key() == key) else {
+            return TypedLookup::Missing;
+        };
+        if !is_type(e.value()) {
+            return TypedLookup::OtherType;
+        }
+        // `touch`, spelled out on the other fields while the entry is borrowed.
+        self.changes += 1;
+        if !self.watched.is_empty() {
+            if let Some(w) = self.watched.get_mut(key) {
+                w.version += 1;
+            }
+        }
+        self.dirty += 1;
+        if self.notify_flags & events::TRACKED != 0 {
+            self.events
+                .push((events::TRACKED, "", Bytes::copy_from_slice(key)));
+        }
+        TypedLookup::Hit(e.value_mut())
     }
 
     /// Write lookup that does not mark the key modified, for commands that, like Redis's, signal

@@ -670,3 +670,24 @@ proptest! {
         }
     }
 }
+
+/// Memory per key (issue 15): a default filter is the chain's allocation (first link inline) plus
+/// one flat bit array; the link stays at 72 bytes so the chain fits a 112-byte malloc chunk.
+#[test]
+fn a_small_chain_is_two_allocations_of_known_size() {
+    assert_eq!(std::mem::size_of::<Link>(), 72);
+    assert_eq!(std::mem::size_of::<ScalingBloom>(), 96);
+    let mut bf = ScalingBloom::create(100, 0.01, 2, false).unwrap();
+    assert!(bf.add(b"x").unwrap());
+    assert!(!bf.links.spilled());
+    assert!(matches!(bf.links[0].data, PagedBits::Flat(_)));
+    assert_eq!(bf.resident_bytes(), 96 + 144);
+    // A link above FLAT_MAX is paged, and a chain that scales spills its links to the heap.
+    let big = ScalingBloom::create(100_000, 0.01, 2, false).unwrap();
+    assert!(matches!(big.links[0].data, PagedBits::Paged(_)));
+    let mut grown = ScalingBloom::create(1, 0.01, 2, false).unwrap();
+    for i in 0..10u32 {
+        grown.add(&i.to_le_bytes()).unwrap();
+    }
+    assert!(grown.nfilters() > 1 && grown.links.spilled());
+}

@@ -795,3 +795,14 @@ proptest! {
         }
     }
 }
+
+/// Memory per key (issue 15): a default filter (1024 bytes) is the filter's allocation with its
+/// first sub-filter inline, plus one flat byte array.
+#[test]
+fn a_default_filter_is_two_allocations() {
+    assert_eq!(std::mem::size_of::<CuckooFilter>(), 64);
+    let f = CuckooFilter::new(1024, 2, 20, 1).unwrap();
+    assert!(!f.filters.spilled());
+    assert_eq!(f.filters[0].data.page_table_bytes(), 0);
+    assert_eq!(f.filters[0].data.resident(), 1024);
+}
