@@ -110,6 +110,7 @@
 //! shorter than `ceil(bits/8)` before building) and call [`ScalingBloom::from_raw_parts`], which
 //! applies RedisBloom's load checks and ours (NaN error, absurd `k`, memory ceiling).
 
+use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
@@ -487,8 +488,18 @@ impl Pages {
         let off = (byte as usize) & (PAGE_BYTES - 1);
         // Fast path: the page is ours alone and the bit may already be set.
         if let Some(Some(page)) = self.pages.get_mut(p) {
-            if let Some(bytes) = Arc::get_mut(page) {
-                let b = bytes.get_mut(off).ok_or(AddError::Failed)?;
+            if off < page.len() && Arc::strong_count(page) == 1 {
+                // Pairs with the Release decrement of a snapshot's clone that was just dropped,
+                // so its reads of this page happen before our write (what `Arc::get_mut` does,
+                // minus its locked compare-exchange: one per bit set was a fifth of BF.MADD, and
+                // a locked instruction between probes kept their cache misses from overlapping).
+                fence(Ordering::Acquire);
+                // SAFETY: `&mut self` gives us the only access to this `Arc`; its strong count is
+                // 1, so no other `Arc` to the page exists anywhere, and none can appear while we
+                // hold `&mut self` (a clone needs an `Arc` to clone from). Page `Arc`s are never
+                // downgraded, so there are no `Weak`s either. The page is therefore not aliased
+                // and writing one byte of it, in bounds (`off < len`), is sound.
+                let b = unsafe { &mut *(Arc::as_ptr(page) as *mut u8).add(off) };
                 let was_clear = *b & mask != mask;
                 *b |= mask;
                 return Ok(was_clear);
@@ -947,7 +958,10 @@ impl ScalingBloom {
 
     /// Starts the cache misses of a lookup in parallel: the first two probes of every link (a
     /// stranger is usually turned away by the first or second probe of each link) and every probe
-    /// of the newest link (where an add writes). A chain that stays in the core's L2 skips it:
+    /// of the newest link (where an add writes). A one-link chain skips it: its probes are
+    /// independent loads that the core overlaps by itself, and for BF.MADD the prefetch of the
+    /// next item cost ~300 instructions per item (issue 15). A chain that stays in the core's L2
+    /// skips it too:
     /// there the prefetches are only instructions (issue 15: a 12-link chain of ~30 KB spent a
     /// fifth of BF.EXISTS in them). The newest link is the largest, so `links × newest` bounds the
     /// chain without walking it.
@@ -956,7 +970,9 @@ impl ScalingBloom {
         let Some((newest, older)) = self.links.split_last() else {
             return;
         };
-        if newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES {
+        if older.is_empty()
+            || newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES
+        {
             return;
         }
         {

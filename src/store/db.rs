@@ -776,6 +776,34 @@ mod tests {
         db
     }
 
+    /// The one-probe write lookup of BF.ADD/BF.MADD: a hit counts as a change and bumps WATCH
+    /// like `lookup_mut`; another type is left alone (a WRONGTYPE reply must not abort EXEC).
+    #[test]
+    fn a_typed_write_lookup_touches_only_a_value_of_its_type() {
+        let mut db = db_at(1000);
+        db.insert(Bytes::from("s"), Value::str(b"v"));
+        db.insert(Bytes::from("t"), Value::str(b"w"));
+        let (ws, wt) = (db.watch(&Bytes::from("s")), db.watch(&Bytes::from("t")));
+        let changes = db.changes;
+        let is_str = |v: &Value| matches!(v, Value::Str(_));
+        assert!(matches!(
+            db.lookup_mut_typed(b"s", |v| !is_str(v)),
+            TypedLookup::OtherType
+        ));
+        assert_eq!((db.watch_version(b"s"), db.changes), (ws, changes));
+        assert!(matches!(
+            db.lookup_mut_typed(b"t", is_str),
+            TypedLookup::Hit(Value::Str(_))
+        ));
+        assert!(db.watch_version(b"t") > wt);
+        assert_eq!(db.changes, changes + 1);
+        assert!(matches!(
+            db.lookup_mut_typed(b"nope", is_str),
+            TypedLookup::Missing
+        ));
+        assert_eq!(db.changes, changes + 1);
+    }
+
     #[test]
     fn lazy_expiry_hides_keys() {
         let mut db = db_at(1000);
