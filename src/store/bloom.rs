@@ -958,10 +958,10 @@ impl ScalingBloom {
 
     /// Starts the cache misses of a lookup in parallel: the first two probes of every link (a
     /// stranger is usually turned away by the first or second probe of each link) and every probe
-    /// of the newest link (where an add writes). A one-link chain skips it: its probes are
-    /// independent loads that the core overlaps by itself, and for BF.MADD the prefetch of the
-    /// next item cost ~300 instructions per item (issue 15). A chain that stays in the core's L2
-    /// skips it too:
+    /// of the newest link (where an add writes). It costs instructions (~300 per BF.MADD item on
+    /// a 12 MB link), but skipping it on one-link chains made BF.MADD's server CPU per request
+    /// 1.5-2x worse on that link (issue 15, pinned A/B with bench_load.py): the misses it
+    /// overlaps cost more than the instructions. A chain that stays in the core's L2 skips it:
     /// there the prefetches are only instructions (issue 15: a 12-link chain of ~30 KB spent a
     /// fifth of BF.EXISTS in them). The newest link is the largest, so `links × newest` bounds the
     /// chain without walking it.
@@ -970,9 +970,7 @@ impl ScalingBloom {
         let Some((newest, older)) = self.links.split_last() else {
             return;
         };
-        if older.is_empty()
-            || newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES
-        {
+        if newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES {
             return;
         }
         {
