@@ -29,8 +29,13 @@ rows get a reference too; without it Redis runs the core and PF tests only.
 `scripts/fetch-redisbloom.sh` fetches RedisBloom 2.6.12's release binary and prints its path:
 `--redis-module "$(scripts/fetch-redisbloom.sh)"`.
 
+`--workers current,1,2` (issue 15, target 2) runs one hyperbloom per HYPERBLOOM_WORKERS setting and
+one redis-server at once, every test on each of them back to back, the order rotating each round; an
+entry `W@BINARY` takes another build (`--pin --workers 1@/tmp/hb-before,default` for a before/after
+pair). Each row gives the 1-minute load average seen before its runs.
+
 Usage: scripts/bench-load.sh [-n REQUESTS] [-r ROUNDS] [--quick] [-c CLIENTS] [-P 16,1] [--only REGEX]
-                             [--pin] [--callgrind] [--redis-module PATH]
+                             [--pin] [--callgrind] [--redis-module PATH] [--workers LIST]
 Only the Python standard library is needed (and valgrind for --callgrind).
 """
 
@@ -146,14 +151,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, name: str, argv_for_port, wrapper=(), ready_timeout=30):
+    def __init__(self, name: str, argv_for_port, wrapper=(), ready_timeout=30, env=None):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
         self.port = free_port()
         self.log = open(Path(self.dir) / "server.log", "wb")
         self.proc = subprocess.Popen(list(wrapper) + argv_for_port(self.port, self.dir), stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         deadline = time.monotonic() + ready_timeout
         while True:
             if self.proc.poll() is not None:
@@ -360,6 +365,84 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
     return 0
 
 
+def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> int:
+    """Target 2: one hyperbloom per HYPERBLOOM_WORKERS setting and one redis-server, all running at
+    once; for every test each server runs back to back (the order rotating every round), so the
+    ratios compare runs seconds apart. The 1-minute load average is read before every run."""
+    wrapper = ["taskset", "-c", SERVER_CORE] if args.pin else []
+    servers = []
+    try:
+        for spec in workers:
+            # `W` or `W@BINARY` (a before/after pair in one run: `1@/tmp/hb-before,default`).
+            w, _, binary = spec.partition("@")
+            env = dict(os.environ)
+            if w == "default":
+                env.pop("HYPERBLOOM_WORKERS", None)
+            else:
+                env["HYPERBLOOM_WORKERS"] = w
+            hb = dict(server_argv(args, binary or hb_bin))["hyperbloom"]
+            label = f"hb[{w}{'@' + Path(binary).name if binary else ''}]"
+            servers.append(Server(label, hb, wrapper, env=env))
+        servers.append(Server("redis", dict(server_argv(args, hb_bin))["redis"], wrapper))
+        for s in servers:
+            prepare(s)
+        tests = tests_for(args)
+        ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
+        results: dict[tuple[str, int, str], list[float]] = {}
+        cpu: dict[tuple[str, int, str], list[float]] = {}
+        loads: dict[tuple[int, str], list[float]] = {}
+        started = time.monotonic()
+        for rnd in range(args.rounds):
+            k = rnd % len(servers)
+            order = servers[k:] + servers[:k]
+            print(f"round {rnd + 1}/{args.rounds} ({' then '.join(s.name for s in order)})", file=sys.stderr)
+            for pipeline in pipelines:
+                for test in tests:
+                    label, extra, _ = test
+                    for s in order:
+                        if test not in ok[s.name]:
+                            continue
+                        loads.setdefault((pipeline, label), []).append(os.getloadavg()[0])
+                        before = s.cpu_seconds()
+                        got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
+                        spent = s.cpu_seconds() - before
+                        for _name, rps in got.items():
+                            results.setdefault((s.name, pipeline, label), []).append(rps)
+                            cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
+        elapsed = time.monotonic() - started
+        med = lambda d, k: statistics.median(d[k]) if d.get(k) else None  # noqa: E731
+        hbs = [s.name for s in servers if s.name != "redis"]
+        print()
+        print(f"HYPERBLOOM_WORKERS = {', '.join(workers)} against redis-server; {machine_line(args)}")
+        print(f"redis-benchmark -c {args.clients} -n {args.requests} -r 1000000, {args.rounds} rounds "
+              f"(order rotating), medians, {elapsed:.0f}s; every server's rps / redis's rps, and server CPU "
+              f"µs/request; load = 1-minute load average before the runs of the row (min–max)")
+        print()
+        print("| test | -P | redis rps | " + " | ".join(f"{h} rps | {h}/redis | {h} CPU µs" for h in hbs)
+              + " | redis CPU µs | load |")
+        print("|---|---:|---:|" + "---:|---:|---:|" * len(hbs) + "---:|---|")
+        for pipeline in pipelines:
+            for label, _, _ in tests:
+                rm = med(results, ("redis", pipeline, label))
+                cells = []
+                for h in hbs:
+                    hm = med(results, (h, pipeline, label))
+                    hc = med(cpu, (h, pipeline, label))
+                    cells.append(f"{hm:,.0f}" if hm else "—")
+                    cells.append(f"{hm / rm:.2f}" if hm and rm else "—")
+                    cells.append(f"{hc:.2f}" if hc else "—")
+                if all(c == "—" for c in cells):
+                    continue
+                rc = med(cpu, ("redis", pipeline, label))
+                ld = loads.get((pipeline, label), [0.0])
+                print(f"| {label} | {pipeline} | {f'{rm:,.0f}' if rm else '—'} | " + " | ".join(cells)
+                      + f" | {f'{rc:.2f}' if rc else '—'} | {min(ld):.1f}–{max(ld):.1f} |")
+        return 0
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--requests", type=int, default=None,
@@ -379,6 +462,10 @@ def main() -> int:
     ap.add_argument("--redis-module", default=None, help="module to load into the reference (RedisBloom .so)")
     ap.add_argument("--no-reference", action="store_true",
                     help="--callgrind: hyperbloom only (reuse a reference run's numbers)")
+    ap.add_argument("--workers", default=None,
+                    help="comma-separated HYPERBLOOM_WORKERS settings (current, N, default), each optionally "
+                         "@BINARY: one hyperbloom per entry against one redis, interleaved in the same run "
+                         "(issue 15, target 2; with --pin, before/after pairs)")
     ap.add_argument("--hyperbloom", default=None, help="hyperbloom binary (default: the release build)")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark"))
@@ -400,6 +487,8 @@ def main() -> int:
     pipelines = [int(x) for x in args.pipelines.split(",")]
     if args.callgrind:
         return run_callgrind(args, hb_bin, pipelines)
+    if args.workers:
+        return run_workers(args, hb_bin, pipelines, [w.strip() for w in args.workers.split(",")])
 
     servers = []
     try:

@@ -89,11 +89,18 @@ fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// Worker threads when `HYPERBLOOM_WORKERS` is not set; `None` = a current-thread runtime.
 ///
-/// On one CPU (a one-core machine, or a process pinned with `taskset -c N`) the current-thread
-/// runtime: a multi-thread runtime with one worker does the same work plus its scheduler's
-/// bookkeeping (per-batch poll-time statistics, the injection queue, the worker park): ~780 more
-/// userspace instructions per request at `-P 1` (callgrind, issue-15 CPU note). On more CPUs,
-/// one worker per core, tokio's own default (see the note for the unpinned measurements).
+/// Up to two CPUs, the current-thread runtime (everything on one thread, as Redis):
+/// * on one CPU (a one-core machine, or `taskset -c N`) a multi-thread runtime with one worker does
+///   the same work plus its scheduler's bookkeeping (per-batch poll-time statistics, the inject
+///   queue, the worker park): ~780 more userspace instructions per request at `-P 1` (callgrind);
+/// * on two CPUs, unpinned, with the client on the same machine, two workers add futex wake-ups
+///   between them (+12 % syscalls and +50 % context switches per request at `-P 1`) and compete
+///   with the client for the second core: in same-run interleaved rounds (`scripts/bench-load.sh
+///   --workers current,1,2`, issue-15 CPU note) two workers were 15–25 % slower at `-P 1` and behind
+///   on most `-P 16` rows.
+///
+/// Above two CPUs, one worker per core, tokio's own default (the keyspace lock is one, but reads,
+/// parsing and writes run in parallel).
 fn default_runtime(cores: usize) -> Option<usize> {
-    (cores > 1).then_some(cores)
+    (cores > 2).then_some(cores)
 }
