@@ -33,6 +33,31 @@ impl Rng {
     }
 }
 
+/// A test's temporary directory, removed when dropped — unless the test is failing (then it is
+/// kept to look at). Declared before the servers using it, so they are killed first.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        Dir(tempdir(tag))
+    }
+}
+
+impl std::ops::Deref for Dir {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 /// A hyperbloom child process, killed (-9) when dropped: a failing assertion leaves no server
 /// running behind the test.
 struct Hb(Option<std::process::Child>);
@@ -158,7 +183,7 @@ fn kill9_during_rewrites_loses_nothing() {
 }
 
 fn kill_loop(tag: &str, rewrites: bool) {
-    let dir = tempdir(tag);
+    let dir = Dir::new(tag);
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -295,7 +320,7 @@ fn wait_loaded(c: &mut RawConn) {
 #[test]
 fn our_appendonlydir_loads_in_redis_and_passes_redis_check_aof() {
     for preamble in ["yes", "no"] {
-        let dir = tempdir("aof-to-redis");
+        let dir = Dir::new("aof-to-redis");
         let args = ["--appendonly", "yes", "--aof-use-rdb-preamble", preamble];
         let (mut child, addr) = Hb::spawn(&dir, &args);
         let mut c = connect_when_ready(addr);
@@ -340,7 +365,7 @@ fn our_appendonlydir_loads_in_redis_and_passes_redis_check_aof() {
 
 #[test]
 fn redis_appendonlydir_loads_in_hyperbloom() {
-    let dir = tempdir("aof-from-redis");
+    let dir = Dir::new("aof-from-redis");
     let ours_expected;
     {
         let redis = RealRedis::start(&[
@@ -380,8 +405,8 @@ fn incr_path(dir: &Path) -> std::path::PathBuf {
     dir.join("appendonlydir").join(name)
 }
 
-fn prepared_dir(tag: &str) -> std::path::PathBuf {
-    let dir = tempdir(tag);
+fn prepared_dir(tag: &str) -> Dir {
+    let dir = Dir::new(tag);
     let (mut child, addr) = Hb::spawn(&dir, &["--appendonly", "yes"]);
     let mut c = connect_when_ready(addr);
     fill(&mut c);
@@ -444,7 +469,7 @@ fn corruption_in_the_middle_exits_1_with_file_and_offset() {
 
 #[test]
 fn config_set_appendonly_yes_writes_a_base_of_the_current_data() {
-    let dir = tempdir("aof-config");
+    let dir = Dir::new("aof-config");
     let (mut child, addr) = Hb::spawn(&dir, &[]);
     let mut c = connect_when_ready(addr);
     fill(&mut c);
@@ -524,7 +549,7 @@ fn timed_writer(addr: SocketAddr, t: usize, stop: Arc<AtomicBool>) -> Vec<Instan
 #[test]
 fn everysec_keeps_every_write_acknowledged_2s_before_kill9() {
     const BOUND: Duration = Duration::from_secs(2);
-    let dir = tempdir("aof-everysec");
+    let dir = Dir::new("aof-everysec");
     let args = [
         "--appendonly",
         "yes",
@@ -657,7 +682,7 @@ fn info_field(c: &mut RawConn, field: &str) -> String {
 /// and after a kill -9 every acknowledged write is there.
 #[test]
 fn a_full_disk_refuses_writes_with_misconf_then_recovers_losing_nothing() {
-    let dir = tempdir("aof-enospc");
+    let dir = Dir::new("aof-enospc");
     let Some(_mount) = Tmpfs::mount(&dir, "2m") else {
         return;
     };
@@ -745,7 +770,7 @@ fn a_full_disk_refuses_writes_with_misconf_then_recovers_losing_nothing() {
 /// acknowledged is lost.
 #[test]
 fn a_full_disk_under_always_exits_1_losing_nothing() {
-    let dir = tempdir("aof-enospc-always");
+    let dir = Dir::new("aof-enospc-always");
     let Some(_mount) = Tmpfs::mount(&dir, "2m") else {
         return;
     };
@@ -826,7 +851,7 @@ fn ts_lines(data: &[u8]) -> Vec<u64> {
 /// our files, and we load the ones Redis writes with annotations.
 #[test]
 fn timestamp_annotations_are_written_and_both_servers_read_them() {
-    let dir = tempdir("aof-ts");
+    let dir = Dir::new("aof-ts");
     let args = [
         "--appendonly",
         "yes",
@@ -886,7 +911,7 @@ fn timestamp_annotations_are_written_and_both_servers_read_them() {
     }
 
     // Redis's annotated files in ours.
-    let dir = tempdir("aof-ts-redis");
+    let dir = Dir::new("aof-ts-redis");
     let expected;
     {
         let redis = RealRedis::start(&[
@@ -918,7 +943,7 @@ fn timestamp_annotations_are_written_and_both_servers_read_them() {
 /// leaves the AOF off. We do the same, and both servers load the result with `appendonly yes`.
 #[test]
 fn bgrewriteaof_with_the_aof_off_writes_a_base_as_redis_does() {
-    let dir = tempdir("aof-off-rewrite");
+    let dir = Dir::new("aof-off-rewrite");
     let (mut child, addr) = Hb::spawn(&dir, &[]);
     let mut c = connect_when_ready(addr);
     fill(&mut c);
@@ -938,7 +963,7 @@ fn bgrewriteaof_with_the_aof_off_writes_a_base_as_redis_does() {
     child.kill9();
     let (ok, text) = redis_check_aof(&manifest);
     assert!(ok, "{text}");
-    let copy = tempdir("aof-off-rewrite-copy");
+    let copy = Dir::new("aof-off-rewrite-copy");
     std::fs::create_dir_all(copy.join("appendonlydir")).unwrap();
     for f in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
         let f = f.unwrap();
@@ -991,7 +1016,7 @@ fn a_redis6_single_file_aof_is_migrated_as_redis_7_does() {
         let mut file = Vec::new();
         if preamble {
             // An RDB preamble (ours; Redis 6 wrote the same format) holding one key.
-            let d = tempdir("aof-v6-rdb");
+            let d = Dir::new("aof-v6-rdb");
             let (mut child, addr) = Hb::spawn(&d, &[]);
             let mut c = connect_when_ready(addr);
             c.cmd_str(&["SET", "pre", "amble"]);
@@ -1003,7 +1028,7 @@ fn a_redis6_single_file_aof_is_migrated_as_redis_7_does() {
         let mut answers = Vec::new();
         let mut listings = Vec::new();
         for server in ["ours", "redis"] {
-            let dir = tempdir("aof-v6");
+            let dir = Dir::new("aof-v6");
             std::fs::write(dir.join("appendonly.aof"), &file).unwrap();
             let answer = if server == "ours" {
                 let (mut child, addr) = Hb::spawn(&dir, &["--appendonly", "yes"]);
@@ -1053,7 +1078,7 @@ fn a_redis6_single_file_aof_is_migrated_as_redis_7_does() {
 /// keyspace over the files being loaded: the next restart came up empty).
 #[test]
 fn a_slow_startup_load_keeps_the_manifest() {
-    let dir = tempdir("aof-slow-load");
+    let dir = Dir::new("aof-slow-load");
     let args = ["--appendonly", "yes", "--appendfsync", "always"];
     let (mut child, addr) = Hb::spawn(&dir, &args);
     let mut c = connect_when_ready(addr);
