@@ -22,7 +22,9 @@
 //! drains everything the stream holds for the AOF — the writes of every connection so far — and
 //! writes it with one `write` (everysec, no; when another thread holds the AOF, the writer
 //! thread's next pass covers it), or rings the dedicated writer thread, whose pass is one `write`
-//! and one `fdatasync` (always). Progress (how far the file is written and synced) is published
+//! and one `fdatasync` (always; on a current-thread runtime the connection writes and fsyncs
+//! itself, as Redis's one thread does — the writer's hand-back cost an eventfd write per waiting
+//! connection there). Progress (how far the file is written and synced) is published
 //! on a watch channel. A connection waits (asynchronously: the runtime threads keep serving
 //! others) until the file holds its writes — with `always`, until an fsync covers them. That is
 //! group commit across connections: while one fsync runs, every batch that arrives meanwhile is
@@ -324,7 +326,13 @@ pub async fn commit(shared: &Arc<Shared>, (sub, upto): (SubscriberId, u64)) {
     if covered(&shared.aof_commit.progress.borrow()) {
         return;
     }
-    if !always {
+    // On a current-thread runtime the writer thread's hand-back costs one eventfd write per
+    // waiting connection (each remote wake unparks the driver): there `always` writes and
+    // fsyncs here, as Redis's single thread does in beforeSleep.
+    let inline = !always
+        || tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if inline {
         // A write to the page cache costs less than a hand-over to the writer thread and back
         // (measured: waiting on the writer for every batch cut pipelined everysec throughput to
         // ~0.5x of AOF off on the loaded 2-core machine): when the AOF is free, write the pending
