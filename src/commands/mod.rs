@@ -815,7 +815,7 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
         propagate_after(ctx, spec, argv, changes_before, reply.is_error());
     }
     let me = ctx.client.handle.id;
-    crate::engine::pubsub::publish_events(
+    crate::engine::notify::publish_events(
         ctx.store,
         ctx.pubsub,
         ctx.shared,

@@ -1,7 +1,8 @@
 //! The shared-state floor (floor 5): what every connection and every command shares.
 //!
 //! It holds the locked keyspace ([`Engine`]: the store plus the statistics updated with it), the
-//! client registry as commands see it ([`ClientHandle`]), the pub/sub registry ([`pubsub`]),
+//! client registry as commands see it ([`ClientHandle`]), the pub/sub registry ([`pubsub`]), CLIENT
+//! TRACKING ([`tracking`]) and the delivery of keyspace notifications and invalidations ([`notify`]),
 //! server statistics, persistence status,
 //! the configuration in force, the clock ([`now_ms`]) and the memory accounting ([`alloc`]).
 //! `server/` (the connections) and `commands/` (the handlers) both stand on it, as does
@@ -13,6 +14,7 @@ use std::collections::HashMap;
 use crate::store::db::Store;
 
 pub mod alloc;
+pub mod notify;
 pub mod propagate;
 pub mod pubsub;
 pub mod repl;

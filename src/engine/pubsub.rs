@@ -26,9 +26,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::ClientHandle;
-use crate::events;
 use crate::protocol::reply::{put_bulk, put_header};
-use crate::store::db::Store;
 
 type Map<V> = HashMap<Bytes, V, ahash::RandomState>;
 type Set = HashSet<Bytes, ahash::RandomState>;
@@ -453,53 +451,6 @@ impl PubSub {
             }
         }
         own
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Keyspace notifications
-// ---------------------------------------------------------------------------------------------
-
-/// Publishes the keyspace events the store recorded (see `Db::notify`) and clears them:
-/// `__keyspace@<db>__:<key>` with the event name when `K` is on, `__keyevent@<db>__:<event>` with
-/// the key when `E` is on — in that order, as Redis's `notifyKeyspaceEvent` does. Modified keys
-/// recorded for CLIENT TRACKING (class [`events::TRACKED`]) become invalidations, in the same
-/// order Redis interleaves them with the events; `current` is the client whose command ran (None
-/// for the cron).
-pub fn publish_events(
-    store: &mut Store,
-    pubsub: &mut PubSub,
-    shared: &super::Shared,
-    current: Option<u64>,
-    now_s: u64,
-) {
-    if store.notify_flags == 0 {
-        return;
-    }
-    for (index, db) in store.dbs.iter_mut().enumerate() {
-        if db.events.is_empty() {
-            continue;
-        }
-        let flags = db.notify_flags;
-        for (class, event, key) in db.events.drain(..) {
-            if class & events::TRACKED != 0 {
-                let by_command = class & events::EXPIRED == 0;
-                pubsub.invalidate_key(shared, &key, current, by_command);
-                continue;
-            }
-            if !pubsub.has_listeners() {
-                continue;
-            }
-            if flags & events::KEYSPACE != 0 {
-                let mut ch = format!("__keyspace@{index}__:").into_bytes();
-                ch.extend_from_slice(&key);
-                pubsub.publish(&ch, event.as_bytes(), now_s);
-            }
-            if flags & events::KEYEVENT != 0 {
-                let ch = format!("__keyevent@{index}__:{event}");
-                pubsub.publish(ch.as_bytes(), &key, now_s);
-            }
-        }
     }
 }
 

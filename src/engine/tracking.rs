@@ -1,4 +1,5 @@
-//! Client-side caching: CLIENT TRACKING's registry and the invalidation messages.
+//! Client-side caching: CLIENT TRACKING's registry (the invalidation messages are built and sent by
+//! [`super::notify`], which sits above this module and [`super::pubsub`]).
 //!
 //! A tracking client may cache what it reads; the server promises to tell it when a key it may
 //! have cached changes. Redis 7.0 has two modes, and so do we:
@@ -16,7 +17,7 @@
 //!
 //! The store records every modification (command writes, lazy and active expiry) among its
 //! keyspace events while this registry is active ([`crate::events::TRACKED`]), in the order Redis
-//! signals them; [`super::pubsub::publish_events`] routes them here after each command. FLUSHDB
+//! signals them; [`super::notify::publish_events`] routes them here after each command. FLUSHDB
 //! and FLUSHALL send every tracking client the "null" invalidation and forget the whole table.
 //!
 //! Messages: a RESP3 client gets `>2 invalidate [keys]` on its own connection; with REDIRECT the
@@ -42,14 +43,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use indexmap::IndexMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
-use super::pubsub::PubSub;
-use super::{ClientHandle, Shared};
-use crate::protocol::reply::{put_bulk, put_header};
+use super::ClientHandle;
 
 /// The options of one `CLIENT TRACKING ON`, already validated by the command.
 #[derive(Debug, Default, Clone)]
@@ -65,7 +63,7 @@ pub struct Options {
 
 /// One tracking client.
 pub struct TrackState {
-    handle: Arc<ClientHandle>,
+    pub(super) handle: Arc<ClientHandle>,
     pub redirect: u64,
     pub bcast: bool,
     pub optin: bool,
@@ -80,18 +78,18 @@ pub struct TrackState {
 }
 
 #[derive(Default)]
-struct Bcast {
-    clients: BTreeSet<u64>,
+pub(super) struct Bcast {
+    pub(super) clients: BTreeSet<u64>,
     /// Keys modified since the last broadcast, each with the client that modified it last (None:
     /// expiry, or several clients), so NOLOOP can leave out a client's own changes.
-    keys: BTreeMap<Bytes, Option<u64>>,
+    pub(super) keys: BTreeMap<Bytes, Option<u64>>,
 }
 
 /// The clients that read one key of the default-mode table. Most keys have one reader, kept
 /// without an allocation: a table entry is then a 16-byte key handle and these 16 bytes (a
 /// `BTreeSet` per key cost ~200 bytes per tracked key, twice Redis's ~100).
 #[derive(Debug)]
-enum Readers {
+pub(super) enum Readers {
     One(u64),
     // Boxed on purpose: an inline BTreeSet would make every entry 32 bytes, One included.
     #[allow(clippy::box_collection)]
@@ -100,7 +98,7 @@ enum Readers {
 
 impl Readers {
     /// Adds `id`; true if it was not there.
-    fn insert(&mut self, id: u64) -> bool {
+    pub(super) fn insert(&mut self, id: u64) -> bool {
         match self {
             Readers::One(x) if *x == id => false,
             Readers::One(x) => {
@@ -112,7 +110,7 @@ impl Readers {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             Readers::One(_) => 1,
             Readers::Many(set) => set.len(),
@@ -120,7 +118,7 @@ impl Readers {
     }
 
     /// The ids, ascending.
-    fn into_ids(self) -> Vec<u64> {
+    pub(super) fn into_ids(self) -> Vec<u64> {
         match self {
             Readers::One(x) => vec![x],
             Readers::Many(set) => set.into_iter().collect(),
@@ -131,23 +129,23 @@ impl Readers {
 /// Every tracking client, the default-mode table and the broadcast prefixes.
 #[derive(Default)]
 pub struct Tracking {
-    clients: HashMap<u64, TrackState, ahash::RandomState>,
-    table: IndexMap<Box<[u8]>, Readers, ahash::RandomState>,
-    items: usize,
+    pub(super) clients: HashMap<u64, TrackState, ahash::RandomState>,
+    pub(super) table: IndexMap<Box<[u8]>, Readers, ahash::RandomState>,
+    pub(super) items: usize,
     /// `tracking-table-max-keys` (0 = no limit).
     pub max_keys: u64,
     /// Consecutive limit passes that ended still over the limit (Redis's `timeout_counter`).
-    over_limit_passes: u64,
+    pub(super) over_limit_passes: u64,
     /// xorshift state for picking the keys to drop.
-    rng: u64,
-    prefixes: BTreeMap<Bytes, Bcast>,
+    pub(super) rng: u64,
+    pub(super) prefixes: BTreeMap<Bytes, Bcast>,
     /// Invalidations owed to the client running the current command, sent after its reply:
     /// Some(key), or None for a flush.
-    pending: Vec<Option<Bytes>>,
+    pub(super) pending: Vec<Option<Bytes>>,
     /// The redirect of the current client if it turned tracking off while invalidations were
     /// pending (MULTI … CLIENT TRACKING off … EXEC): Redis still sends them, through the
     /// redirect it keeps after `disableTracking`.
-    pending_redirect: u64,
+    pub(super) pending_redirect: u64,
 }
 
 impl Tracking {
@@ -175,7 +173,7 @@ impl Tracking {
         (self.table.len(), self.items, self.prefixes.len())
     }
 
-    fn next_random(&mut self) -> u64 {
+    pub(super) fn next_random(&mut self) -> u64 {
         if self.rng == 0 {
             self.rng = ahash::RandomState::new().hash_one(0u64) | 1;
         }
@@ -261,301 +259,6 @@ impl Tracking {
                 None => {
                     self.table.insert(k.into(), Readers::One(id));
                     self.items += 1;
-                }
-            }
-        }
-    }
-}
-
-/// `*1 $key`: the value part of an invalidation of one key.
-fn one_key(key: &[u8]) -> BytesMut {
-    let mut v = BytesMut::with_capacity(key.len() + 16);
-    put_header(&mut v, b'*', 1);
-    put_bulk(&mut v, key);
-    v
-}
-
-/// The null a flush invalidation carries, in the protocol of the *tracking* client (Redis uses
-/// `shared.null[c->resp]` of that client even when the message goes to a redirect target).
-fn null_for(proto: usize) -> &'static [u8] {
-    if proto >= 3 {
-        b"_\r\n"
-    } else {
-        b"$-1\r\n"
-    }
-}
-
-impl PubSub {
-    /// A key was modified (`by_command`: by the command `current` runs; otherwise by expiry).
-    pub fn invalidate_key(
-        &mut self,
-        shared: &Shared,
-        key: &Bytes,
-        current: Option<u64>,
-        by_command: bool,
-    ) {
-        let t = &mut self.tracking;
-        if !t.prefixes.is_empty() {
-            for (p, bs) in t.prefixes.iter_mut() {
-                if key.starts_with(p) {
-                    // The last modifier wins, as Redis's raxInsert overwrites.
-                    bs.keys
-                        .insert(key.clone(), if by_command { current } else { None });
-                }
-            }
-        }
-        let Some(ids) = t.table.swap_remove(key.as_ref() as &[u8]) else {
-            return;
-        };
-        t.items -= ids.len();
-        self.send_key_invalidation(shared, key, ids, current, true);
-    }
-
-    /// Redis's `trackingInvalidateKey` for the clients `ids` that read `key`: each gets the
-    /// invalidation unless it is gone, off or in BCAST mode, or in NOLOOP mode and `current`;
-    /// `current`'s own is deferred past its reply when `defer_own` (its command is running).
-    fn send_key_invalidation(
-        &mut self,
-        shared: &Shared,
-        key: &Bytes,
-        ids: Readers,
-        current: Option<u64>,
-        defer_own: bool,
-    ) {
-        let value = one_key(key);
-        for id in ids.into_ids() {
-            let Some(st) = self.tracking.clients.get(&id) else {
-                continue;
-            };
-            if st.bcast || (st.noloop && current == Some(id)) {
-                continue;
-            }
-            if defer_own && current == Some(id) {
-                self.tracking.pending.push(Some(key.clone()));
-            } else {
-                self.send_invalidation(shared, id, &value, None);
-            }
-        }
-    }
-
-    /// FLUSHDB / FLUSHALL: the null invalidation to every tracking client, and the table is
-    /// forgotten.
-    pub fn invalidate_all(&mut self, shared: &Shared, current: Option<u64>) {
-        let ids: Vec<(u64, usize)> = self
-            .tracking
-            .clients
-            .iter()
-            .map(|(&id, st)| (id, st.handle.proto.load(Ordering::Relaxed)))
-            .collect();
-        for (id, proto) in ids {
-            if current == Some(id) {
-                self.tracking.pending.push(None);
-            } else {
-                self.send_invalidation(shared, id, null_for(proto), None);
-            }
-        }
-        // Given back, not cleared (a cleared map keeps its buckets), as Redis frees its table.
-        self.tracking.table = IndexMap::default();
-        self.tracking.items = 0;
-    }
-
-    /// `tracking-table-max-keys` (see the module essay): drops random keys from the table, with
-    /// their invalidations, until it is within the limit or this pass's effort is spent.
-    /// `current` is the client whose command is about to run (None from the cron).
-    pub fn limit_tracked_keys(&mut self, shared: &Shared, current: Option<u64>) {
-        let t = &mut self.tracking;
-        if t.clients.is_empty() || t.max_keys == 0 {
-            return;
-        }
-        if t.table.len() as u64 <= t.max_keys {
-            t.over_limit_passes = 0;
-            return;
-        }
-        let mut effort = 100u64.saturating_mul(t.over_limit_passes.saturating_add(1));
-        while effort > 0 && !self.tracking.table.is_empty() {
-            effort -= 1;
-            let t = &mut self.tracking;
-            let i = (t.next_random() % t.table.len() as u64) as usize;
-            let Some((key, ids)) = t.table.swap_remove_index(i) else {
-                break;
-            };
-            t.items -= ids.len();
-            let key = Bytes::from(key.into_vec());
-            // Not deferred: the command has not started (Redis: not CLIENT_EXECUTING_COMMAND).
-            self.send_key_invalidation(shared, &key, ids, current, false);
-            if self.tracking.table.len() as u64 <= self.tracking.max_keys {
-                self.tracking.over_limit_passes = 0;
-                return;
-            }
-        }
-        self.tracking.over_limit_passes += 1;
-    }
-
-    /// Sends the invalidations client `current` caused for itself, after its reply: messages for
-    /// its own connection are appended to `after_reply`. Runs whether or not `current` still
-    /// tracks: as Redis's `trackingHandlePendingKeyInvalidations`, what was owed is sent even if
-    /// the transaction that caused it also turned tracking off, and it never waits for a later
-    /// command (of another client).
-    pub fn flush_pending_invalidations(
-        &mut self,
-        shared: &Shared,
-        current: &Arc<ClientHandle>,
-        after_reply: &mut BytesMut,
-    ) {
-        if self.tracking.pending.is_empty() {
-            return;
-        }
-        let proto = current.proto.load(Ordering::Relaxed);
-        let redirect = std::mem::take(&mut self.tracking.pending_redirect);
-        let mut own = Some((current.id, after_reply));
-        for item in std::mem::take(&mut self.tracking.pending) {
-            let value = match &item {
-                Some(key) => one_key(key),
-                None => BytesMut::from(null_for(proto)),
-            };
-            let own = own.as_mut().map(|(id, buf)| (*id, &mut **buf));
-            if self.tracking.clients.contains_key(&current.id) {
-                self.send_invalidation(shared, current.id, &value, own);
-            } else {
-                let mut broken = false;
-                self.deliver_tracking(shared, current, redirect, &mut broken, &value, own);
-            }
-        }
-    }
-
-    /// BCAST: sends each prefix's collected keys to the clients registered for it.
-    pub fn broadcast_invalidations(&mut self, shared: &Shared) {
-        if self.tracking.prefixes.is_empty() {
-            return;
-        }
-        let mut work: Vec<(u64, BytesMut)> = Vec::new();
-        for bs in self.tracking.prefixes.values_mut() {
-            if bs.keys.is_empty() {
-                continue;
-            }
-            let keys = std::mem::take(&mut bs.keys);
-            let build = |skip: Option<u64>| {
-                let n = keys
-                    .values()
-                    .filter(|&&by| skip.is_none() || by != skip)
-                    .count();
-                if n == 0 {
-                    return None;
-                }
-                let mut v = BytesMut::new();
-                put_header(&mut v, b'*', n);
-                for (k, &by) in &keys {
-                    if skip.is_none() || by != skip {
-                        put_bulk(&mut v, k);
-                    }
-                }
-                Some(v)
-            };
-            let common = build(None);
-            for &id in &bs.clients {
-                let noloop = self.tracking.clients.get(&id).is_some_and(|st| st.noloop);
-                let msg = if noloop {
-                    build(Some(id))
-                } else {
-                    common.clone()
-                };
-                if let Some(m) = msg {
-                    work.push((id, m));
-                }
-            }
-        }
-        for (id, value) in work {
-            self.send_invalidation(shared, id, &value, None);
-        }
-    }
-
-    /// Sends tracking client `id` an invalidation whose value part is `value`, where Redis's
-    /// `sendTrackingMessage` would: see the module essay. `own` = (current client, its
-    /// after-reply buffer) for messages deferred past the current reply.
-    fn send_invalidation(
-        &mut self,
-        shared: &Shared,
-        id: u64,
-        value: &[u8],
-        own: Option<(u64, &mut BytesMut)>,
-    ) {
-        let Some(st) = self.tracking.clients.get(&id) else {
-            return;
-        };
-        let (handle, redirect) = (st.handle.clone(), st.redirect);
-        let mut broken = false;
-        self.deliver_tracking(shared, &handle, redirect, &mut broken, value, own);
-        if broken {
-            if let Some(st) = self.tracking.clients.get_mut(&id) {
-                st.broken_redirect = true;
-            }
-        }
-    }
-
-    /// Redis's `sendTrackingMessage` for the client `handle` with redirect `redirect` (0 =
-    /// none); sets `broken` if the redirect target is gone.
-    fn deliver_tracking(
-        &self,
-        shared: &Shared,
-        handle: &Arc<ClientHandle>,
-        redirect: u64,
-        broken: &mut bool,
-        value: &[u8],
-        own: Option<(u64, &mut BytesMut)>,
-    ) {
-        let (dest, redirected) = if redirect != 0 {
-            match shared.clients().get(&redirect).cloned() {
-                Some(h) => (h, true),
-                None => {
-                    *broken = true;
-                    if handle.proto.load(Ordering::Relaxed) >= 3 {
-                        let mut m = BytesMut::new();
-                        put_header(&mut m, b'>', 2);
-                        put_bulk(&mut m, b"tracking-redir-broken");
-                        m.put_slice(format!(":{redirect}\r\n").as_bytes());
-                        self.emit(handle, &m, own);
-                    }
-                    return;
-                }
-            }
-        } else {
-            (handle.clone(), false)
-        };
-        let mut m = BytesMut::with_capacity(40 + value.len());
-        if dest.proto.load(Ordering::Relaxed) >= 3 {
-            put_header(&mut m, b'>', 2);
-            put_bulk(&mut m, b"invalidate");
-        } else if redirected && self.is_subscriber(dest.id) {
-            put_header(&mut m, b'*', 3);
-            put_bulk(&mut m, b"message");
-            put_bulk(&mut m, b"__redis__:invalidate");
-        } else {
-            // RESP2 without a redirect to a subscriber: nowhere to send it (as in Redis).
-            return;
-        }
-        m.put_slice(value);
-        self.emit(&dest, &m, own);
-    }
-
-    /// Queues a tracking message for `dest` (after the current reply if `dest` is the client
-    /// `own` names). A subscriber is in the pubsub class of `client-output-buffer-limit`, which
-    /// Redis applies to whatever it is sent, invalidations included: checked here as
-    /// [`PubSub`]'s deliveries are (other clients' limits are the connection's to check).
-    fn emit(&self, dest: &ClientHandle, bytes: &[u8], own: Option<(u64, &mut BytesMut)>) {
-        match own {
-            Some((id, buf)) if id == dest.id => buf.extend_from_slice(bytes),
-            _ => {
-                if dest.killed.load(Ordering::Relaxed) {
-                    return;
-                }
-                dest.outbox.push_raw(bytes);
-                if let Some(limit) = &self.limit {
-                    if self.is_subscriber(dest.id) {
-                        let now_s = super::now_ms() / 1000;
-                        if dest.output_limit_reached(limit, dest.output_pending(), now_s) {
-                            dest.close_for_output_limit();
-                        }
-                    }
                 }
             }
         }

@@ -3,7 +3,10 @@
 //! below: `commands` to execute requests, `persistence` at startup and in the cron, `engine` for
 //! the shared state.
 //!
-//! Concurrency design: a multi-threaded tokio runtime runs one task per connection; the keyspace is a
+//! Concurrency design: one tokio task per connection, on a multi-threaded runtime on machines with
+//! more than two CPUs and on a current-thread runtime (one thread, as Redis) up to two, where a
+//! second worker only adds futex wake-ups while the client takes the other core (`main.rs`,
+//! `default_runtime`, chosen by measurement; `HYPERBLOOM_WORKERS` overrides). The keyspace is a
 //! single `Mutex<Engine>`. A connection decodes every complete request in its buffer, takes the lock
 //! once, executes the whole batch and releases it before writing. So multi-key commands and EXEC are
 //! atomic for free, no lock is held across an `.await`, and pipelined clients pay for one lock per
@@ -340,7 +343,7 @@ async fn cron(shared: Arc<Shared>) {
             engine.pump_repl();
             if expired > 0 {
                 let engine = &mut *engine;
-                crate::engine::pubsub::publish_events(
+                crate::engine::notify::publish_events(
                     &mut engine.store,
                     &mut engine.pubsub,
                     &shared,
