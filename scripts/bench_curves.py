@@ -186,6 +186,7 @@ def clients_curve(args, servers, out: Path) -> None:
         bl.prepare(s)  # bench:bf, a 10M-capacity filter, for BF.EXISTS
     tests = [t for t in CLIENT_TESTS if any(bl.has_command(s.port, t[2]) for s in servers)]
     res: dict[tuple, list] = {}
+    cpu: dict[tuple, list] = {}
     for rnd in range(args.rounds):
         order = servers if rnd % 2 == 0 else servers[::-1]
         for c in CLIENTS:
@@ -193,10 +194,11 @@ def clients_curve(args, servers, out: Path) -> None:
                 for s in order:
                     if not bl.has_command(s.port, cmd):
                         continue
-                    rps, _ = run_one(args, s, 1, extra, c)
+                    rps, us = run_one(args, s, 1, extra, c)
                     if rps:
                         res.setdefault((s.name, label, c), []).append(rps)
-    med = lambda k: statistics.median(res[k]) if res.get(k) else None  # noqa: E731
+                        cpu.setdefault((s.name, label, c), []).append(us)
+    med = lambda k, d=res: statistics.median(d[k]) if d.get(k) else None  # noqa: E731
     print(f"\n### Throughput against clients (-P 1, -n {args.requests}, {args.rounds} rounds, medians)\n")
     print(f"{bl.machine_line(args)}; reference: {args.reference}\n")
     print("| clients | " + " | ".join(f"hyperbloom {t} | reference {t} | ratio" for t, _, _ in tests) + " |")
@@ -206,6 +208,18 @@ def clients_curve(args, servers, out: Path) -> None:
         for label, _, _ in tests:
             h, r = med(("hyperbloom", label, c)), med(("redis", label, c))
             cells += [bl_fmt(h), bl_fmt(r), f"{h / r:.2f}" if h and r else "—"]
+        print(f"| {c} | " + " | ".join(cells) + " |")
+    # At -P 1 the client and the kernel set the pace; the server's own CPU per request is the
+    # measure throughput cannot show (10 ms ticks: a few percent at these -n).
+    print("\nServer CPU µs per request (utime+stime), same runs:\n")
+    print("| clients | " + " | ".join(f"hyperbloom {t} | reference {t} | reference/hyperbloom" for t, _, _ in tests)
+          + " |")
+    print("|---:|" + "---:|---:|---:|" * len(tests))
+    for c in CLIENTS:
+        cells = []
+        for label, _, _ in tests:
+            h, r = med(("hyperbloom", label, c), cpu), med(("redis", label, c), cpu)
+            cells += [f"{h:.2f}" if h else "—", f"{r:.2f}" if r else "—", f"{r / h:.2f}" if h and r else "—"]
         print(f"| {c} | " + " | ".join(cells) + " |")
     series, styles = {}, {}
     for i, (label, _, _) in enumerate(tests):
