@@ -270,6 +270,19 @@ def benchmark(bench_bin: str, port: int, args: argparse.Namespace, pipeline: int
 SERVER_CORE, CLIENT_CORE = "1", "0"
 
 
+def resolve_redis_module(spec: str | None) -> str | None:
+    """`auto`: the RedisBloom 2.6.12 release .so from scripts/fetch-redisbloom.sh (checksummed,
+    fetched once into target/refbloom); `none` or None: no module; anything else: that path."""
+    if spec in (None, "", "none"):
+        return None
+    if spec != "auto":
+        return spec
+    p = subprocess.run([str(ROOT / "scripts" / "fetch-redisbloom.sh")], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"scripts/fetch-redisbloom.sh failed: {p.stderr.strip()[-300:]}")
+    return p.stdout.strip().splitlines()[-1]
+
+
 def server_argv(args: argparse.Namespace, hb_bin: str):
     hb = lambda port, d: [hb_bin, "--port", str(port), "--save", "", "--bind",  # noqa: E731
                           "127.0.0.1", "--dir", d, "--loglevel", "warning"]
