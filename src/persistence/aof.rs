@@ -46,7 +46,7 @@
 //! # Rewrite (BGREWRITEAOF, automatic, CONFIG SET appendonly yes)
 //! No fork: under the keyspace lock the AOF's pending bytes are written out, the keyspace is
 //! snapshotted as for BGSAVE (`snapshot::take`: the key table's segments are shared copy-on-write,
-//! O(keys / 512) under the lock, nothing per key; a write after it copies the one segment it
+//! O(keys / 128) under the lock, nothing per key; a write after it copies the one segment it
 //! touches), a new incr file is opened at exactly that stream position and — when the AOF was
 //! already on — a manifest naming the old base, the old incrs and the new incr is installed. The
 //! snapshot is the keyspace at the switch exactly: every write before it is in the base, none

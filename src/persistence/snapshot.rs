@@ -12,8 +12,8 @@
 //! Redis forks and lets the kernel share pages copy-on-write. hyperbloom is multi-threaded, where a
 //! fork is unsafe, so it builds the copy-on-write snapshot itself, at two levels:
 //! - the key table of each database is a list of segments behind `Arc` (`store::keytable`):
-//!   [`take`] clones the list under the keyspace lock — O(keys / 512) count increments, no key
-//!   copied — and a write that follows copies the one segment it touches (≤ ~1 000 entries)
+//!   [`take`] clones the list under the keyspace lock — O(keys / 128) count increments, no key
+//!   copied — and a write that follows copies the one segment it touches (a few hundred entries)
 //!   while a snapshot still holds it;
 //! - a filter's bit array lives in `Arc` pages, so copying its segment copies its page table, and
 //!   a later add copies one page.

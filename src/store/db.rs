@@ -31,9 +31,9 @@
 //! PFADD-created HLL is `raw` in Redis. Rare per-key fields stay beside the entries: expiry (only
 //! keys with a TTL) and WATCH versions (only watched keys); both cost nothing otherwise.
 //!
-//! Snapshots (issue 11). The entries and their TTLs live in a [`KeyTable`]: segments of ~512 keys
+//! Snapshots (issue 11). The entries and their TTLs live in a [`KeyTable`]: segments of ~128 keys
 //! behind `Arc` (`store::keytable`). [`Db::snapshot`] clones the segment list — no key is copied,
-//! so BGSAVE, the AOF rewrite and a full sync hold the lock for O(keys / 512) — and every write
+//! so BGSAVE, the AOF rewrite and a full sync hold the lock for O(keys / 128) — and every write
 //! path here reaches a segment through `Arc::make_mut`, which copies it first if a snapshot still
 //! shares it. The snapshot therefore stays the keyspace of its instant with no hook on any write
 //! path: a shared segment is immutable by type. The TTL index (`expire_queue`) and WATCH
