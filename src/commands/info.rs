@@ -165,7 +165,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let (tracking_keys, tracking_items, tracking_prefixes) = ctx.pubsub.tracking.totals();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
                 s.net_input_bytes.load(Ordering::Relaxed),
@@ -179,6 +179,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 ctx.pubsub.len(Kind::Channel),
                 ctx.pubsub.numpat(),
                 ctx.pubsub.len(Kind::Shard),
+                s.latest_snapshot_usec.load(Ordering::Relaxed),
+                s.snapshots.load(Ordering::Relaxed),
                 tracking_keys,
                 tracking_items,
                 tracking_prefixes,

@@ -162,6 +162,11 @@ pub struct Stats {
     pub net_output_bytes: AtomicU64,
     pub net_repl_input_bytes: AtomicU64,
     pub net_repl_output_bytes: AtomicU64,
+    /// Microseconds the keyspace lock was held to take the last snapshot (BGSAVE, AOF rewrite,
+    /// full sync): INFO `latest_fork_usec`, the analogue of Redis's fork time.
+    pub latest_snapshot_usec: AtomicU64,
+    /// Snapshots taken (INFO `total_forks`).
+    pub snapshots: AtomicU64,
 }
 
 /// Persistence status (INFO persistence, LASTSAVE).
@@ -253,6 +258,8 @@ impl Default for AofCommit {
 #[derive(Debug)]
 pub struct AofRewriteJob {
     pub started: Instant,
+    /// `store::keytable::entries_copied` when the snapshot was taken.
+    pub copied_at_start: u64,
     pub outcome: Mutex<Option<Result<(), String>>>,
 }
 
@@ -320,6 +327,8 @@ pub struct BgJob {
     /// The change counter when the snapshot was taken.
     pub dirty_at_start: u64,
     pub started: Instant,
+    /// `store::keytable::entries_copied` when the snapshot was taken.
+    pub copied_at_start: u64,
 }
 
 /// The replication settings read on every write, without the config lock.

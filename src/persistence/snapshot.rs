@@ -10,13 +10,27 @@
 //! # BGSAVE without fork
 //!
 //! Redis forks and lets the kernel share pages copy-on-write. hyperbloom is multi-threaded, where a
-//! fork is unsafe, so it builds the copy-on-write snapshot itself: under the keyspace lock it clones
-//! every database (`Db::snapshot`). Strings are copied; filters clone only their page tables,
-//! because their bit arrays live in `Arc` pages that a later write copies one page at a time. The
-//! lock is then released and a plain thread serialises the clone. The thread never touches shared
-//! state: it leaves its outcome in the [`BgJob`], and the server cron (or the next SAVE, BGSAVE,
-//! LASTSAVE or INFO) collects it — the way Redis's cron reaps its child — updating LASTSAVE, the
-//! bgsave status and the change counter (only the changes made *before* the snapshot are cleared).
+//! fork is unsafe, so it builds the copy-on-write snapshot itself, at two levels:
+//! - the key table of each database is a list of segments behind `Arc` (`store::keytable`):
+//!   [`take`] clones the list under the keyspace lock — O(keys / 128) count increments, no key
+//!   copied — and a write that follows copies the one segment it touches (a few hundred entries)
+//!   while a snapshot still holds it;
+//! - a filter's bit array lives in `Arc` pages, so copying its segment copies its page table, and
+//!   a later add copies one page.
+//!
+//! Invariant: a snapshot is exactly the keyspace at the instant of [`take`] (keys already due then
+//! left out, by the clock the database had then): a segment behind a shared `Arc` is reachable
+//! only through `&`, so no later write, deletion, expiry, resize or flush can reach it. That is
+//! the point-in-time image the AOF rewrite depends on (its new incr file starts at that instant).
+//! The time [`take`] holds the lock is INFO `latest_fork_usec` (and `total_forks` counts
+//! snapshots), the analogue of Redis's fork time; the keys copied by writes meanwhile are logged
+//! when the save ends, as Redis logs the memory its child's copy-on-write cost.
+//!
+//! The lock is then released and a plain thread serialises the snapshot. The thread never touches
+//! shared state: it leaves its outcome in the [`BgJob`], and the server cron (or the next SAVE,
+//! BGSAVE, LASTSAVE or INFO) collects it — the way Redis's cron reaps its child — updating
+//! LASTSAVE, the bgsave status and the change counter (only the changes made *before* the snapshot
+//! are cleared).
 //!
 //! A synchronous save while a background save runs (SHUTDOWN, DEBUG RELOAD, SIGTERM) cancels the
 //! background one first; the cancel flag is checked under the same lock as the final rename, so a
@@ -146,13 +160,13 @@ pub fn write_snapshots<W: std::io::Write>(
     dbs: &[(usize, DbSnapshot)],
 ) -> std::io::Result<()> {
     for (i, snap) in dbs {
-        if snap.entries.is_empty() {
+        let (keys, expires) = snap.counts();
+        if keys == 0 {
             continue;
         }
-        let expires = snap.entries.iter().filter(|e| e.2.is_some()).count();
-        w.select_db(*i, snap.entries.len() as u64, expires as u64)?;
-        for (k, v, exp) in &snap.entries {
-            w.entry(k, v, *exp)?;
+        w.select_db(*i, keys, expires)?;
+        for (k, v, exp) in snap.entries() {
+            w.entry(k, v, exp)?;
         }
     }
     Ok(())
@@ -208,6 +222,22 @@ fn cancel_bgsave(shared: &Shared) {
     }
 }
 
+/// The snapshot of `store` a background writer works from (BGSAVE, the AOF rewrite's base, a
+/// full sync), taken under the keyspace lock the caller holds. The time that takes is INFO
+/// `latest_fork_usec`: Redis reports its `fork()` there, the stall its parent pays to get a
+/// copy-on-write image; ours is the same stall for the same image (`store::keytable`).
+pub fn take(shared: &Shared, store: &Store) -> Vec<(usize, DbSnapshot)> {
+    let started = Instant::now();
+    let snaps = store.snapshot();
+    let usec = started.elapsed().as_micros() as u64;
+    shared
+        .stats
+        .latest_snapshot_usec
+        .store(usec, Ordering::Relaxed);
+    shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    snaps
+}
+
 /// Why a background save could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BgsaveRefused {
@@ -228,18 +258,13 @@ pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused>
         return Err(BgsaveRefused::InProgress);
     }
     let clone_started = Instant::now();
-    let dbs: Vec<(usize, DbSnapshot)> = store
-        .dbs
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| !d.is_empty())
-        .map(|(i, d)| (i, d.snapshot()))
-        .collect();
+    let dbs = take(shared, store);
     let job = Arc::new(BgJob {
         cancel: AtomicBool::new(false),
         outcome: Mutex::new(None),
         dirty_at_start: store.dirty(),
         started: Instant::now(),
+        copied_at_start: crate::store::keytable::entries_copied(),
     });
     p.job = Some(job.clone());
     p.bgsave_in_progress = true;
@@ -292,6 +317,10 @@ pub fn poll_bgsave(shared: &Shared, store: &mut Store) {
             tracing::info!(
                 "Background saving terminated with success ({size} bytes in {:.3}s)",
                 job.started.elapsed().as_secs_f64()
+            );
+            tracing::info!(
+                "Copy-on-write during the save: {} keys copied",
+                crate::store::keytable::entries_copied() - job.copied_at_start
             );
             store.reset_dirty(job.dirty_at_start);
             p.last_save_unix = crate::engine::now_ms() / 1000;

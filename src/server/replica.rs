@@ -93,16 +93,8 @@ pub async fn serve(
                 send_offset,
             },
         );
-        let snapshot = matches!(decision, Psync::Full { .. }).then(|| {
-            engine
-                .store
-                .dbs
-                .iter()
-                .enumerate()
-                .filter(|(_, d)| !d.is_empty())
-                .map(|(i, d)| (i, d.snapshot()))
-                .collect::<Vec<_>>()
-        });
+        let snapshot = matches!(decision, Psync::Full { .. })
+            .then(|| crate::persistence::snapshot::take(&shared, &engine.store));
         (decision, snapshot)
     };
     let result = async {

@@ -467,7 +467,7 @@ impl PagedBits {
     }
 
     /// Stops counting never-written bytes as reserved (the copy a snapshot holds).
-    fn uncount_reservation(&mut self) {
+    fn uncount_reservation(&self) {
         if let PagedBits::Paged(pg) = self {
             pg.reserved.uncount();
         }
@@ -1147,14 +1147,11 @@ impl ScalingBloom {
                 .sum::<u64>()
     }
 
-    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, and the never-written bytes
-    /// not counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
-    pub fn snapshot(&self) -> ScalingBloom {
-        let mut copy = self.clone();
-        for l in &mut copy.links {
+    /// Stops counting the never-written bytes as reserved (see `store::pages::Reservation`).
+    pub fn uncount_reservations(&self) {
+        for l in &self.links {
             l.data.uncount_reservation();
         }
-        copy
     }
 
     /// The BF.INFO figures.

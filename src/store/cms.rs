@@ -386,12 +386,9 @@ impl CountMinSketch {
         self.cells.bytes.pages_ref()
     }
 
-    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, the never-written counters not
-    /// counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
-    pub fn snapshot(&self) -> CountMinSketch {
-        let mut copy = self.clone();
-        copy.cells.bytes.uncount_reservation();
-        copy
+    /// Stops counting the never-written counters as reserved (see `store::pages::Reservation`).
+    pub fn uncount_reservations(&self) {
+        self.cells.bytes.uncount_reservation();
     }
 
     /// Length of the RDB counters string.

@@ -568,14 +568,11 @@ impl CuckooFilter {
         out
     }
 
-    /// A copy for a snapshot (BGSAVE): pages shared copy-on-write, and the never-written bytes
-    /// not counted as reserved a second time (a plain `clone`, as COPY makes, counts them).
-    pub fn snapshot(&self) -> CuckooFilter {
-        let mut copy = self.clone();
-        for f in &mut copy.filters {
+    /// Stops counting the never-written bytes as reserved (see `store::pages::Reservation`).
+    pub fn uncount_reservations(&self) {
+        for f in &self.filters {
             f.data.uncount_reservation();
         }
-        copy
     }
 
     /// The scalar fields as a header.

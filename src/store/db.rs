@@ -23,22 +23,32 @@
 //!
 //! Memory per key (issue 15). The main map is the dominant cost for millions of small keys: each
 //! slot is paid roughly twice (hashbrown grows by doubling at 7/8 load, so 1M keys sit in 2M
-//! buckets). The map is therefore a `hashbrown::HashTable` of [`Entry`]s, 8-byte thin pointers to
-//! one block per key holding the value, the `OBJECT ENCODING` override byte and the key bytes
-//! (`store::entry`); a string of up to 30 bytes lives inside the value (`store::string`). For a
-//! 16-byte key and a short string that is 9 bytes of table per bucket and one 64-byte malloc
-//! chunk: no other allocation. The override is in the block rather than in a side map because
-//! every PFADD-created HLL is `raw` in Redis. Rare per-key fields stay beside the map: expiry
-//! (only keys with a TTL) and WATCH versions (only watched keys); both cost nothing otherwise.
+//! buckets). The map therefore holds [`Entry`]s, 8-byte thin pointers to one block per key
+//! holding the value, the `OBJECT ENCODING` override byte and the key bytes (`store::entry`); a
+//! string of up to 30 bytes lives inside the value (`store::string`). For a 16-byte key and a
+//! short string that is 9 bytes of table per bucket and one 64-byte malloc chunk: no other
+//! allocation. The override is in the block rather than in a side map because every
+//! PFADD-created HLL is `raw` in Redis. Rare per-key fields stay beside the entries: expiry (only
+//! keys with a TTL) and WATCH versions (only watched keys); both cost nothing otherwise.
+//!
+//! Snapshots (issue 11). The entries and their TTLs live in a [`KeyTable`]: segments of ~128 keys
+//! behind `Arc` (`store::keytable`). [`Db::snapshot`] clones the segment list — no key is copied,
+//! so BGSAVE, the AOF rewrite and a full sync hold the lock for O(keys / 128) — and every write
+//! path here reaches a segment through `Arc::make_mut`, which copies it first if a snapshot still
+//! shares it. The snapshot therefore stays the keyspace of its instant with no hook on any write
+//! path: a shared segment is immutable by type. The TTL index (`expire_queue`) and WATCH
+//! versions are not part of a snapshot; the snapshot keeps the clock (`now_ms`) of its instant to
+//! leave out keys that were already due, as the old copy did. Segments also bound the cost of
+//! growth: the table grows one segment split at a time instead of rehashing every key at once.
 //!
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
-use hashbrown::HashTable;
 
 use super::entry::Entry;
+use super::keytable::{KeyTable, TableSnapshot};
 use super::value::Value;
 use crate::events;
 
@@ -97,9 +107,8 @@ pub enum TypedLookup<'a> {
 /// One database (`SELECT n`).
 #[derive(Debug, Default)]
 pub struct Db {
-    map: HashTable<Entry>,
-    hasher: ahash::RandomState,
-    expires: KeyMap<u64>,
+    /// The keys, their values and their TTLs: segments behind `Arc` (`store::keytable`).
+    table: KeyTable,
     expire_queue: BTreeSet<(u64, Bytes)>,
     watched: KeyMap<Watch>,
     /// The clock used for expiry decisions (unix ms), set before each command.
@@ -123,13 +132,38 @@ pub struct Db {
     pub events: Vec<(u32, &'static str, Bytes)>,
 }
 
-/// How far ahead of a whole-table walk entries are prefetched ([`Db::snapshot`]).
-const PREFETCH_AHEAD: usize = 16;
-
-/// A copy of a database's content for a snapshot: cheap to take because values share their pages.
+/// A database as it was at one instant, for a writer on another thread (BGSAVE, the AOF
+/// rewrite's base, a full sync): the key table's segments, shared copy-on-write, and the clock
+/// that decides which keys were already due then. Taking it copies no key ([`Db::snapshot`]).
 #[derive(Debug, Clone, Default)]
 pub struct DbSnapshot {
-    pub entries: Vec<(Bytes, Value, Option<u64>)>,
+    table: TableSnapshot,
+    now_ms: u64,
+}
+
+impl DbSnapshot {
+    /// The live entries (keys that were due at the snapshot's instant left out) with their
+    /// TTLs, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
+        let now = self.now_ms;
+        self.table
+            .entries()
+            .filter(move |(_, _, ttl)| ttl.is_none_or(|t| t > now))
+    }
+
+    /// How many entries [`DbSnapshot::entries`] yields, and how many of them have a TTL (the
+    /// RDB's RESIZEDB hint): O(keys with a TTL).
+    pub fn counts(&self) -> (u64, u64) {
+        let now = self.now_ms;
+        let (n, e) = self.table.counts();
+        let due = self.table.expiries().filter(|&t| t <= now).count();
+        ((n - due) as u64, (e - due) as u64)
+    }
+
+    /// True if no live entry.
+    pub fn is_empty(&self) -> bool {
+        self.counts().0 == 0
+    }
 }
 
 impl Db {
@@ -138,16 +172,16 @@ impl Db {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        self.table.hash(key)
     }
 
     fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.map.find(self.hash(key), |e| e.key() == key)
+        self.table.find(self.hash(key), key)
     }
 
     fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = self.hash(key);
-        self.map.find_mut(h, |e| e.key() == key)
+        self.table.find_mut(h, key)
     }
 
     fn has(&self, key: &[u8]) -> bool {
@@ -157,35 +191,35 @@ impl Db {
     /// Removes the entry of `key` from the map, returning its value.
     fn take(&mut self, key: &[u8]) -> Option<Value> {
         let h = self.hash(key);
-        match self.map.find_entry(h, |e| e.key() == key) {
-            Ok(occupied) => Some(occupied.remove().0.into_value()),
-            Err(_) => None,
-        }
+        self.table.remove(h, key).map(Entry::into_value)
     }
 
     /// Number of keys, including keys that are due but not yet reclaimed (as Redis's DBSIZE).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.table.is_empty()
     }
 
     pub fn expires_count(&self) -> usize {
-        self.expires.len()
+        self.table.expires_len()
     }
 
     fn is_due(&self, key: &[u8]) -> bool {
-        match self.expires.get(key) {
-            Some(&when) => when <= self.now_ms,
+        if self.table.expires_len() == 0 {
+            return false;
+        }
+        match self.table.expiry(self.hash(key), key) {
+            Some(when) => when <= self.now_ms,
             None => false,
         }
     }
 
     /// Deletes `key` if its deadline has passed. Returns true if it did.
     fn expire_if_due(&mut self, key: &[u8]) -> bool {
-        if !self.expires.is_empty() && self.is_due(key) {
+        if self.table.expires_len() != 0 && self.is_due(key) {
             self.remove_expired(key);
             self.lazy_expired += 1;
             true
@@ -295,7 +329,7 @@ impl Db {
     ) -> TypedLookup<'_> {
         self.expire_if_due(key);
         let h = self.hash(key);
-        let Some(e) = self.map.find_mut(h, |e| e.key() == key) else {
+        let Some(e) = self.table.find_mut(h, key) else {
             return TypedLookup::Missing;
         };
         if !is_type(e.value()) {
@@ -331,9 +365,9 @@ impl Db {
 
     /// [`Value::prepare_for_save`] on every value, before a synchronous save.
     pub fn prepare_for_save(&mut self) {
-        for e in self.map.iter_mut() {
-            e.value_mut().prepare_for_save();
-        }
+        // Only t-digests change, and only their segments are unshared from a snapshot.
+        self.table
+            .update_where(|v| matches!(v, Value::TDigest(_)), Value::prepare_for_save);
     }
 
     pub fn contains(&mut self, key: &[u8]) -> bool {
@@ -356,18 +390,14 @@ impl Db {
     /// the key is new.
     fn put(&mut self, key: &[u8], value: Value) -> bool {
         let h = self.hash(key);
-        match self.map.find_mut(h, |e| e.key() == key) {
+        match self.table.find_mut(h, key) {
             Some(e) => {
                 *e.value_mut() = value;
                 e.set_enc(ENC_NONE);
                 false
             }
             None => {
-                let hasher = &self.hasher;
-                self.map
-                    .insert_unique(h, Entry::new(key, ENC_NONE, value), |e| {
-                        hasher.hash_one(e.key())
-                    });
+                self.table.insert_new(h, Entry::new(key, ENC_NONE, value));
                 true
             }
         }
@@ -429,7 +459,8 @@ impl Db {
     }
 
     fn clear_expire(&mut self, key: &[u8]) {
-        if let Some(when) = self.expires.remove(key) {
+        let h = self.hash(key);
+        if let Some(when) = self.table.remove_expiry(h, key) {
             self.expire_queue
                 .remove(&(when, Bytes::copy_from_slice(key)));
         }
@@ -438,7 +469,7 @@ impl Db {
     /// The absolute expiry (unix ms) of a live key.
     pub fn expire_at(&mut self, key: &[u8]) -> Option<u64> {
         self.expire_if_due(key);
-        self.expires.get(key).copied()
+        self.table.expiry(self.hash(key), key)
     }
 
     /// Sets the absolute expiry of an existing key. A time in the past deletes the key (Redis does
@@ -449,7 +480,8 @@ impl Db {
         }
         let k = Bytes::copy_from_slice(key);
         self.clear_expire(key);
-        self.expires.insert(k.clone(), when_ms);
+        let h = self.hash(key);
+        self.table.set_expiry(h, k.clone(), when_ms);
         self.expire_queue.insert((when_ms, k));
         self.touch(key);
         true
@@ -458,7 +490,7 @@ impl Db {
     /// Removes the TTL of a live key. Returns true if there was one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
         self.expire_if_due(key);
-        if self.expires.contains_key(key) {
+        if self.table.expiry(self.hash(key), key).is_some() {
             self.clear_expire(key);
             self.touch(key);
             true
@@ -483,21 +515,12 @@ impl Db {
         n
     }
 
-    /// Shrinks the map (and the expiry index) when less than a tenth of it is used, as Redis's
-    /// cron resizes a dict below 10% fill (`tryResizeHashTables`): hashbrown never shrinks by
-    /// itself, so a table that once held 10M keys would keep its ~150 MB (in `used_memory`, and
-    /// against `maxmemory`) after the keys are deleted. The rehash is O(remaining keys + buckets),
-    /// once per tenfold shrink, under the lock (the cron's), as hashbrown's growth is.
+    /// Gives the key table's memory back after deletions, as Redis's cron resizes a dict below
+    /// 10% fill (`tryResizeHashTables`): hashbrown never shrinks by itself, so a table that once
+    /// held 10M keys would keep its ~150 MB (in `used_memory`, and against `maxmemory`) after the
+    /// keys are deleted. Bounded work per call ([`KeyTable::shrink`]), under the cron's lock.
     pub fn shrink_if_sparse(&mut self) {
-        const MIN: usize = 128;
-        if self.map.capacity() > MIN && self.map.len() * 10 < self.map.capacity() {
-            let hasher = &self.hasher;
-            self.map
-                .shrink_to(self.map.len(), |e| hasher.hash_one(e.key()));
-        }
-        if self.expires.capacity() > MIN && self.expires.len() * 10 < self.expires.capacity() {
-            self.expires.shrink_to(self.expires.len());
-        }
+        self.table.shrink();
     }
 
     /// Empties the database (FLUSHDB). Watched keys that existed count as modified.
@@ -508,11 +531,10 @@ impl Db {
             .filter(|k| self.has(k))
             .cloned()
             .collect();
-        self.dirty += self.map.len() as u64;
-        self.changes += self.map.len() as u64;
-        // Given back, not cleared: `clear` would keep the buckets (see `shrink_if_sparse`).
-        self.map = HashTable::new();
-        self.expires = KeyMap::default();
+        self.dirty += self.table.len() as u64;
+        self.changes += self.table.len() as u64;
+        // Given back, not cleared in place (see `shrink_if_sparse`).
+        self.table.clear();
         self.expire_queue.clear();
         for k in existed {
             if let Some(w) = self.watched.get_mut(&k) {
@@ -523,7 +545,10 @@ impl Db {
 
     /// Live keys (expired ones skipped), in no particular order.
     pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.map.iter().map(Entry::key).filter(|k| !self.is_due(k))
+        self.table
+            .iter()
+            .map(Entry::key)
+            .filter(|k| !self.is_due(k))
     }
 
     /// One SCAN step. The cursor is a position in a fixed hash order: each call returns the live keys
@@ -543,7 +568,7 @@ impl Db {
         // with this page, or the next cursor (one past that hash) would skip them for good.
         let mut ties: Vec<Bytes> = Vec::new();
         let mut ties_hash = 0;
-        for k in self.map.iter().map(Entry::key) {
+        for k in self.table.iter().map(Entry::key) {
             let h = hash(k);
             if h < cursor || self.is_due(k) {
                 continue;
@@ -593,14 +618,14 @@ impl Db {
         (next, keys)
     }
 
-    /// A uniformly chosen live key (RANDOMKEY). O(n): the map does not expose its buckets.
+    /// A uniformly chosen live key (RANDOMKEY). O(segments + one segment's keys).
     pub fn random_key(&mut self, seed: u64) -> Option<Bytes> {
         for _ in 0..8 {
-            if self.map.is_empty() {
+            if self.table.is_empty() {
                 return None;
             }
-            let i = (seed as usize) % self.map.len();
-            let k = Bytes::copy_from_slice(self.map.iter().nth(i)?.key());
+            let i = (seed as usize) % self.table.len();
+            let k = Bytes::copy_from_slice(self.table.nth(i)?.key());
             if !self.expire_if_due(&k) {
                 return Some(k);
             }
@@ -635,59 +660,41 @@ impl Db {
         self.is_due(key)
     }
 
-    /// Snapshot of the content (shares pages with the live values).
+    /// The content at this instant for a writer on another thread: O(segments) `Arc` clones,
+    /// nothing per key; a later write copies the one segment it touches (`store::keytable`).
     pub fn snapshot(&self) -> DbSnapshot {
-        let mut entries = Vec::with_capacity(self.map.len());
-        // The walk is one cache miss per key (each entry is its own block): a second iterator
-        // running PREFETCH_AHEAD entries ahead starts those loads early, so they overlap.
-        let mut ahead = self.map.iter();
-        ahead
-            .by_ref()
-            .take(PREFETCH_AHEAD)
-            .for_each(Entry::prefetch);
-        for e in self.map.iter() {
-            if let Some(next) = ahead.next() {
-                next.prefetch();
-            }
-            let k = e.key();
-            if self.is_due(k) {
-                continue;
-            }
-            entries.push((
-                Bytes::copy_from_slice(k),
-                e.value().snapshot(),
-                self.expires.get(k).copied(),
-            ));
+        DbSnapshot {
+            table: self.table.snapshot(),
+            now_ms: self.now_ms,
         }
-        DbSnapshot { entries }
     }
 
     /// Live entries with their expiry, in no particular order (snapshot writers walk this under
     /// the lock instead of cloning).
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
-        self.map
+        self.table
             .iter()
             .map(|e| (e.key(), e.value()))
             .filter(|(k, _)| !self.is_due(k))
-            .map(|(k, v)| (k, v, self.expires.get(k).copied()))
+            .map(|(k, v)| (k, v, self.table.expiry(self.hash(k), k)))
     }
 
     /// Every entry, due ones included (INFO walks).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Value)> {
-        self.map.iter().map(|e| (e.key(), e.value()))
+        self.table.iter().map(|e| (e.key(), e.value()))
     }
 
     /// Mean remaining TTL in ms of the keys with a TTL (INFO keyspace `avg_ttl`).
     pub fn avg_ttl(&self) -> u64 {
-        if self.expires.is_empty() {
+        if self.table.expires_len() == 0 {
             return 0;
         }
         let sum: u128 = self
-            .expires
-            .values()
-            .map(|&w| w.saturating_sub(self.now_ms) as u128)
+            .table
+            .expiries()
+            .map(|w| w.saturating_sub(self.now_ms) as u128)
             .sum();
-        (sum / self.expires.len() as u128) as u64
+        (sum / self.table.expires_len() as u128) as u64
     }
 }
 
@@ -759,6 +766,16 @@ impl Store {
             d.dirty -= take;
             left -= take;
         }
+    }
+
+    /// A snapshot of every non-empty database ([`Db::snapshot`]): O(segments).
+    pub fn snapshot(&self) -> Vec<(usize, DbSnapshot)> {
+        self.dbs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(i, d)| (i, d.snapshot()))
+            .collect()
     }
 
     pub fn total_keys(&self) -> usize {
@@ -943,38 +960,34 @@ mod tests {
         // Redis frees the dict on FLUSHDB/FLUSHALL and shrinks it below 10% fill
         // (tryResizeHashTables); a table kept at its peak size shows in used_memory and maxmemory.
         let mut db = db_at(0);
-        for i in 0..20_000u32 {
+        for i in 0..100_000u32 {
             let k = Bytes::from(format!("k{i}"));
             db.insert(k.clone(), Value::str(b"v"));
             db.set_expire(&k, 1_000_000);
         }
         db.clear();
-        assert_eq!(db.map.capacity(), 0);
-        assert_eq!(db.expires.capacity(), 0);
-        for i in 0..20_000u32 {
+        assert_eq!(db.table.capacity(), (0, 0));
+        for i in 0..100_000u32 {
             let k = Bytes::from(format!("k{i}"));
             db.insert(k.clone(), Value::str(b"v"));
             db.set_expire(&k, 1_000_000);
         }
-        let peak = db.map.capacity();
-        for i in 100..20_000u32 {
+        let peak = db.table.capacity().0;
+        for i in 100..100_000u32 {
             assert!(db.delete(format!("k{i}").as_bytes()));
         }
         db.shrink_if_sparse();
-        assert!(db.map.capacity() < peak / 50, "{}", db.map.capacity());
-        assert!(
-            db.expires.capacity() < peak / 50,
-            "{}",
-            db.expires.capacity()
-        );
+        let (map, expires) = db.table.capacity();
+        assert!(map < peak / 50, "{map}");
+        assert!(expires < peak / 50, "{expires}");
         for i in 0..100u32 {
             assert!(db.lookup(format!("k{i}").as_bytes()).is_some());
             assert_eq!(db.expire_at(format!("k{i}").as_bytes()), Some(1_000_000));
         }
         // A table that is not sparse is left alone.
-        let cap = db.map.capacity();
+        let cap = db.table.capacity();
         db.shrink_if_sparse();
-        assert_eq!(db.map.capacity(), cap);
+        assert_eq!(db.table.capacity(), cap);
     }
 
     mod model {
@@ -1085,6 +1098,319 @@ mod tests {
                 }
                 prop_assert_eq!(db.keys().count(), want.len());
             }
+        }
+    }
+
+    mod snapshot_model {
+        //! Snapshots against a model (issue 11): random writes of every kind — overwrites,
+        //! in-place changes, Bloom adds (copy-on-write pages), deletions, TTLs set and removed,
+        //! lazy and active expiry, growth and shrinking (segment splits and merges), FLUSHDB,
+        //! MOVE between databases, swapping databases — interleaved with snapshots taken and
+        //! dropped at random points. Every snapshot must hold exactly the keyspace of its instant
+        //! (keys already due then left out), however much is written after it, and the live
+        //! keyspace must stay the model's.
+        use super::*;
+        use crate::store::bloom::ScalingBloom;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        type Model = BTreeMap<Vec<u8>, (Value, Option<u64>)>;
+        /// A snapshot taken, and the model's live keyspace at that instant.
+        type Taken = (Vec<(usize, DbSnapshot)>, Vec<Model>);
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Set(u8, usize, u8),
+            SetKeepTtl(u8, usize, u8),
+            Append(u8),
+            BfAdd(u8, u16),
+            Del(u8),
+            Expire(u8, u64),
+            Persist(u8),
+            Lookup(u8),
+            Tick(u64, usize),
+            Grow(u16),
+            Shrink,
+            Flush,
+            Move(u8),
+            Swap,
+            Snap,
+            Check(usize),
+            Drop(usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let len = prop::sample::select(vec![0usize, 7, 30, 31, 200, 1024, 3000]);
+            prop_oneof![
+                6 => (any::<u8>(), len.clone(), any::<u8>()).prop_map(|(k, n, b)| Op::Set(k, n, b)),
+                2 => (any::<u8>(), len, any::<u8>()).prop_map(|(k, n, b)| Op::SetKeepTtl(k, n, b)),
+                2 => any::<u8>().prop_map(Op::Append),
+                3 => (any::<u8>(), any::<u16>()).prop_map(|(k, i)| Op::BfAdd(k, i)),
+                3 => any::<u8>().prop_map(Op::Del),
+                3 => (any::<u8>(), 1u64..50).prop_map(|(k, d)| Op::Expire(k, d)),
+                1 => any::<u8>().prop_map(Op::Persist),
+                2 => any::<u8>().prop_map(Op::Lookup),
+                2 => (0u64..20, 0usize..5).prop_map(|(d, n)| Op::Tick(d, n)),
+                1 => (1u16..1500).prop_map(Op::Grow),
+                1 => Just(Op::Shrink),
+                1 => Just(Op::Flush),
+                1 => any::<u8>().prop_map(Op::Move),
+                1 => Just(Op::Swap),
+                3 => Just(Op::Snap),
+                2 => any::<usize>().prop_map(Op::Check),
+                2 => any::<usize>().prop_map(Op::Drop),
+            ]
+        }
+
+        /// Keys 0..200 of a few lengths; the db they go to is the key's low bit.
+        fn key(k: u8) -> Vec<u8> {
+            let k = k % 200;
+            format!("{}{k}", "k".repeat(k as usize % 20)).into_bytes()
+        }
+
+        fn live(model: &Model, now: u64) -> Model {
+            model
+                .iter()
+                .filter(|(_, (_, t))| t.is_none_or(|t| t > now))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }
+
+        /// The model entry of a key unless due (a due one is dropped, as lazy expiry does).
+        fn present<'a>(
+            m: &'a mut Model,
+            k: &[u8],
+            now: u64,
+        ) -> Option<&'a mut (Value, Option<u64>)> {
+            if m.get(k).is_some_and(|(_, t)| t.is_some_and(|t| t <= now)) {
+                m.remove(k);
+            }
+            m.get_mut(k)
+        }
+
+        fn of_snapshot(s: &DbSnapshot) -> Model {
+            s.entries()
+                .map(|(k, v, t)| (k.to_vec(), (v.clone(), t)))
+                .collect()
+        }
+
+        fn check(snap: &[(usize, DbSnapshot)], want: &[Model]) -> Result<(), TestCaseError> {
+            for (i, w) in want.iter().enumerate() {
+                let got = snap
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, s)| {
+                        let (n, e) = s.counts();
+                        let m = of_snapshot(s);
+                        assert_eq!(n as usize, m.len());
+                        assert_eq!(e as usize, m.values().filter(|v| v.1.is_some()).count());
+                        m
+                    })
+                    .unwrap_or_default();
+                prop_assert_eq!(&got, w, "db {}", i);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(96))]
+            #[test]
+            fn a_snapshot_is_the_keyspace_of_its_instant(ops in prop::collection::vec(op(), 1..250)) {
+                let mut store = Store::new(2);
+                let mut model: Vec<Model> = vec![Model::new(), Model::new()];
+                let mut now = 1000u64;
+                let mut snaps: Vec<Taken> = Vec::new();
+                let mut filler = 0u32;
+                for op in ops {
+                    for d in store.dbs.iter_mut() {
+                        d.now_ms = now;
+                    }
+                    match op {
+                        Op::Set(k, n, b) | Op::SetKeepTtl(k, n, b) => {
+                            let keep = matches!(op, Op::SetKeepTtl(..));
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let v = Value::str(&vec![b; n]);
+                            let m = &mut model[db];
+                            let ttl = present(m, &key, now).and_then(|e| e.1).filter(|_| keep);
+                            m.insert(key.clone(), (v.clone(), ttl));
+                            if keep {
+                                store.dbs[db].insert_keep_ttl(Bytes::from(key), v);
+                            } else {
+                                store.dbs[db].insert(Bytes::from(key), v);
+                            }
+                        }
+                        Op::Append(k) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            if let Some(Value::Str(s)) = store.dbs[db].lookup_mut(&key) {
+                                s.make_mut().push(b'+');
+                            }
+                            if let Some((Value::Str(s), _)) = present(&mut model[db], &key, now) {
+                                s.make_mut().push(b'+');
+                            }
+                        }
+                        Op::BfAdd(k, item) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let item = item.to_le_bytes();
+                            let d = &mut store.dbs[db];
+                            match d.lookup_mut_typed(&key, |v| matches!(v, Value::Bloom(_))) {
+                                TypedLookup::Hit(Value::Bloom(b)) => {
+                                    let _ = b.add(&item);
+                                }
+                                TypedLookup::Missing => {
+                                    let mut b = ScalingBloom::create(100, 0.01, 2, false).expect("create");
+                                    let _ = b.add(&item);
+                                    d.insert(Bytes::from(key.clone()), Value::Bloom(Box::new(b)));
+                                }
+                                _ => {}
+                            }
+                            match present(&mut model[db], &key, now) {
+                                Some((Value::Bloom(b), _)) => {
+                                    let _ = b.add(&item);
+                                }
+                                Some(_) => {}
+                                None => {
+                                    let mut b = ScalingBloom::create(100, 0.01, 2, false).expect("create");
+                                    let _ = b.add(&item);
+                                    model[db].insert(key, (Value::Bloom(Box::new(b)), None));
+                                }
+                            }
+                        }
+                        Op::Del(k) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let had = present(&mut model[db], &key, now).is_some();
+                            model[db].remove(&key);
+                            prop_assert_eq!(store.dbs[db].delete(&key), had);
+                        }
+                        Op::Expire(k, dt) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            if store.dbs[db].lookup(&key).is_some() {
+                                prop_assert!(store.dbs[db].set_expire(&key, now + dt));
+                            }
+                            if let Some(e) = present(&mut model[db], &key, now) {
+                                e.1 = Some(now + dt);
+                            }
+                        }
+                        Op::Persist(k) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let had = present(&mut model[db], &key, now).is_some_and(|e| e.1.take().is_some());
+                            prop_assert_eq!(store.dbs[db].persist(&key), had);
+                        }
+                        Op::Lookup(k) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let want = present(&mut model[db], &key, now).map(|e| e.0.clone());
+                            prop_assert_eq!(store.dbs[db].lookup(&key).cloned(), want);
+                        }
+                        Op::Tick(dt, budget) => {
+                            now += dt;
+                            for d in store.dbs.iter_mut() {
+                                d.now_ms = now;
+                                d.active_expire(budget);
+                            }
+                        }
+                        Op::Grow(n) => {
+                            for _ in 0..n {
+                                let k = format!("filler:{filler}").into_bytes();
+                                filler += 1;
+                                store.dbs[0].insert(Bytes::from(k.clone()), Value::str(b"f"));
+                                model[0].insert(k, (Value::str(b"f"), None));
+                            }
+                        }
+                        Op::Shrink => {
+                            let fillers: Vec<Vec<u8>> =
+                                model[0].keys().filter(|k| k.starts_with(b"filler:")).cloned().collect();
+                            for k in fillers {
+                                prop_assert!(store.dbs[0].delete(&k));
+                                model[0].remove(&k);
+                            }
+                            store.dbs[0].shrink_if_sparse();
+                        }
+                        Op::Flush => {
+                            store.dbs[1].clear();
+                            model[1].clear();
+                        }
+                        Op::Move(k) => {
+                            let (key, db) = (key(k), (k & 1) as usize);
+                            let to = 1 - db;
+                            if store.dbs[db].lookup(&key).is_some() && store.dbs[to].lookup(&key).is_none() {
+                                let ttl = store.dbs[db].expire_at(&key);
+                                let v = store.dbs[db].remove(&key).expect("present");
+                                store.dbs[to].insert(Bytes::from(key.clone()), v);
+                                if let Some(t) = ttl {
+                                    store.dbs[to].set_expire(&key, t);
+                                }
+                                present(&mut model[to], &key, now);
+                                let e = present(&mut model[db], &key, now).cloned().expect("model");
+                                model[db].remove(&key);
+                                model[to].insert(key, e);
+                            }
+                        }
+                        Op::Swap => {
+                            store.dbs.swap(0, 1);
+                            model.swap(0, 1);
+                        }
+                        Op::Snap => {
+                            let want = model.iter().map(|m| live(m, now)).collect();
+                            snaps.push((store.snapshot(), want));
+                        }
+                        Op::Check(i) if !snaps.is_empty() => {
+                            let (s, want) = &snaps[i % snaps.len()];
+                            check(s, want)?;
+                        }
+                        Op::Drop(i) if !snaps.is_empty() => {
+                            let (s, want) = snaps.remove(i % snaps.len());
+                            check(&s, &want)?;
+                        }
+                        Op::Check(_) | Op::Drop(_) => {}
+                    }
+                }
+                for (s, want) in &snaps {
+                    check(s, want)?;
+                }
+                let now_live: Vec<Model> = model.iter().map(|m| live(m, now)).collect();
+                for d in store.dbs.iter_mut() {
+                    d.now_ms = now;
+                }
+                check(&store.snapshot(), &now_live)?;
+                for (i, d) in store.dbs.iter().enumerate() {
+                    let got: Model = d.entries().map(|(k, v, t)| (k.to_vec(), (v.clone(), t))).collect();
+                    prop_assert_eq!(&got, &now_live[i]);
+                }
+            }
+        }
+
+        /// A snapshot walked on another thread while this one rewrites, deletes and adds keys in
+        /// every segment: the walker sees the instant of the snapshot only.
+        #[test]
+        fn a_snapshot_walked_on_another_thread_ignores_concurrent_writes() {
+            let mut db = db_at(0);
+            for i in 0..50_000u32 {
+                db.insert(Bytes::from(format!("k{i}")), Value::str(&i.to_le_bytes()));
+            }
+            let snap = db.snapshot();
+            let walker = std::thread::spawn(move || {
+                let mut seen = 0u32;
+                for (k, v, t) in snap.entries() {
+                    let i: u32 = std::str::from_utf8(&k[1..])
+                        .expect("utf8")
+                        .parse()
+                        .expect("n");
+                    assert_eq!(
+                        v.as_str().map(|s| s.to_vec()),
+                        Some(i.to_le_bytes().to_vec())
+                    );
+                    assert_eq!(t, None);
+                    seen += 1;
+                }
+                seen
+            });
+            for i in 0..50_000u32 {
+                match i % 3 {
+                    0 => db.insert(Bytes::from(format!("k{i}")), Value::str(b"new")),
+                    1 => assert!(db.delete(format!("k{i}").as_bytes())),
+                    _ => db.insert(Bytes::from(format!("n{i}")), Value::str(b"added")),
+                }
+            }
+            assert_eq!(walker.join().expect("walker"), 50_000);
         }
     }
 

@@ -195,6 +195,14 @@ impl Drop for Entry {
     }
 }
 
+impl Clone for Entry {
+    /// A new block with the same key, code and a clone of the value (a key table segment copied
+    /// for a write while a snapshot holds it: `store::keytable`).
+    fn clone(&self) -> Entry {
+        Entry::new(self.key(), self.enc(), self.value().clone())
+    }
+}
+
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")

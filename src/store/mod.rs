@@ -6,6 +6,7 @@ pub mod cuckoo;
 pub mod db;
 pub mod entry;
 pub mod hll;
+pub mod keytable;
 pub mod murmur;
 pub mod pages;
 pub mod string;

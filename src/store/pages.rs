@@ -50,7 +50,7 @@ impl<'a> Page<'a> {
 // Reserved bytes
 // ---------------------------------------------------------------------------------------------
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes reserved by live paged arrays and not (yet) allocated as pages, process-wide.
@@ -65,13 +65,16 @@ pub fn reserved_bytes() -> u64 {
 }
 
 /// The reserved-but-unallocated part of one paged array, kept in [`reserved_bytes`] while the
-/// array lives. A clone counts again (COPY makes a second filter that may fill up); a snapshot's
-/// clone is [`Reservation::uncount`]ed, since it only shares pages for the time of a save, as
-/// Redis's forked child does outside `used_memory`.
+/// array lives. A clone counts again (COPY makes a second filter that may fill up); the copy a
+/// snapshot holds is [`Reservation::uncount`]ed, since it only shares pages for the time of a
+/// save, as Redis's forked child does outside `used_memory` (`store::keytable` hands the count
+/// over when a write copies a segment a snapshot holds).
 #[derive(Debug)]
 pub struct Reservation {
     unbacked: u64,
-    counted: bool,
+    /// Atomic so that a copy a snapshot shares can be un-counted through `&` (a write copying a
+    /// key table segment hands the counting over to its copy: `store::keytable`).
+    counted: AtomicBool,
 }
 
 impl Reservation {
@@ -80,7 +83,7 @@ impl Reservation {
         RESERVED.fetch_add(bytes, Ordering::Relaxed);
         Reservation {
             unbacked: bytes,
-            counted: true,
+            counted: AtomicBool::new(true),
         }
     }
 
@@ -89,16 +92,17 @@ impl Reservation {
     pub fn backed(&mut self, n: u64) {
         let n = n.min(self.unbacked);
         self.unbacked -= n;
-        if self.counted {
+        if *self.counted.get_mut() {
             RESERVED.fetch_sub(n, Ordering::Relaxed);
         }
     }
 
-    /// Stops counting this reservation (the copy a snapshot holds).
-    pub fn uncount(&mut self) {
-        if self.counted {
+    /// Stops counting this reservation (the copy a snapshot holds). Through `&`: `unbacked`
+    /// changes only through `&mut`, so it cannot move while this runs, and the swap makes the
+    /// subtraction happen once.
+    pub fn uncount(&self) {
+        if self.counted.swap(false, Ordering::Relaxed) {
             RESERVED.fetch_sub(self.unbacked, Ordering::Relaxed);
-            self.counted = false;
         }
     }
 
@@ -116,7 +120,7 @@ impl Clone for Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if self.counted {
+        if *self.counted.get_mut() {
             RESERVED.fetch_sub(self.unbacked, Ordering::Relaxed);
         }
     }
@@ -221,8 +225,8 @@ impl PagedBytes {
 
     /// Stops counting the never-written bytes as reserved: for the copy a snapshot holds, which
     /// only shares pages for the time of a save (see [`Reservation::uncount`]).
-    pub fn uncount_reservation(&mut self) {
-        if let Repr::Paged(p) = &mut self.0 {
+    pub fn uncount_reservation(&self) {
+        if let Repr::Paged(p) = &self.0 {
             p.reserved.uncount();
         }
     }

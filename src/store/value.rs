@@ -2,9 +2,10 @@
 //!
 //! Strings (HyperLogLogs are strings too; see `store::string` for their compact and shared forms)
 //! and the module types. `Value` is 32 bytes: a string of up to 30 bytes lives inside it, and the
-//! module types are boxed. `Value` is `Clone` and the big module
-//! types keep their arrays in pages behind `Arc`, so cloning the whole keyspace for a snapshot copies
-//! only small headers; a write after the snapshot copies one page, not a filter.
+//! module types are boxed. `Value` is `Clone` and the big module types keep their arrays in
+//! pages behind `Arc`, so the copy a write makes of a key-table segment a snapshot holds
+//! (`store::keytable`) copies only a filter's small header; a later add copies one page, not the
+//! filter.
 
 use super::string::{Str, StrMut};
 
@@ -26,14 +27,14 @@ pub enum Value {
 }
 
 impl Value {
-    /// A copy for a snapshot: like `clone`, but a filter's never-written bytes are not counted as
-    /// reserved a second time (see `store::pages::Reservation`).
-    pub fn snapshot(&self) -> Value {
+    /// Stops counting a filter's never-written bytes as reserved: this value becomes a
+    /// snapshot's copy, a live copy taking over the counting (`store::keytable`).
+    pub fn uncount_reservations(&self) {
         match self {
-            Value::Bloom(b) => Value::Bloom(Box::new(b.snapshot())),
-            Value::Cuckoo(c) => Value::Cuckoo(Box::new(c.snapshot())),
-            Value::Cms(c) => Value::Cms(Box::new(c.snapshot())),
-            other => other.clone(),
+            Value::Bloom(b) => b.uncount_reservations(),
+            Value::Cuckoo(c) => c.uncount_reservations(),
+            Value::Cms(c) => c.uncount_reservations(),
+            _ => {}
         }
     }
 
