@@ -155,6 +155,11 @@ const _: () = assert!(PAGE_BYTES == 1 << PAGE_SHIFT && PAGE_BYTES <= super::page
 /// [`ScalingBloom::prefetch`]).
 const PREFETCH_MIN_BYTES: u64 = 256 * 1024;
 
+/// Links with at most this many probes have them computed once per item, for the prefetch and
+/// the write alike ([`NewestProbes`]); `k` is 7 at the default 1% and grows by one per link of a
+/// scaling chain, so this covers error rates down to about 10⁻⁹.
+const PROBE_CACHE: usize = 32;
+
 /// Fixed part of a SCANDUMP header: chain size (8), nfilters (4), options (4), growth (4).
 pub const HEADER_FIXED_LEN: usize = 20;
 /// Per-link part of a SCANDUMP header.
@@ -653,6 +658,37 @@ impl Link {
         }
     }
 
+    /// Writes the `k` probe bits of `(a, b)` to `out`, when they fit; false (nothing written)
+    /// when `k` exceeds [`PROBE_CACHE`].
+    #[inline]
+    fn probe_bits(&self, a: u64, b: u64, out: &mut [u64; PROBE_CACHE]) -> bool {
+        let k = self.hashes as usize;
+        if k > PROBE_CACHE {
+            return false;
+        }
+        let mut probes = self.modulus.probes(a, b);
+        for slot in &mut out[..k] {
+            *slot = probes.next_bit();
+        }
+        true
+    }
+
+    /// [`Link::check`] of probe bits computed by [`Link::probe_bits`].
+    #[inline]
+    fn check_bits(&self, bits: &[u64]) -> bool {
+        bits.iter().all(|&x| self.data.get_bit(x))
+    }
+
+    /// [`Link::set`] of probe bits computed by [`Link::probe_bits`].
+    #[inline]
+    fn set_bits(&mut self, bits: &[u64]) -> Result<bool, AddError> {
+        let mut any_clear = false;
+        for &x in bits {
+            any_clear |= self.data.set_bit(x)?;
+        }
+        Ok(any_clear)
+    }
+
     /// Whether all `k` probe bits of `(a, b)` are set. Stops at the first clear bit.
     #[inline]
     fn check(&self, a: u64, b: u64) -> bool {
@@ -900,6 +936,26 @@ pub struct ScalingBloom {
     links: SmallVec<[Link; 1]>,
 }
 
+/// One item's probe bits in the newest link of a chain, computed once for both its prefetch and
+/// its write (issue 15: computing them twice, once to prefetch and once to set, was a fifth of a
+/// 10-item BF.MADD). Valid only while the chain has `links` links: an add that opens a link
+/// makes them stale, and they are recomputed.
+struct NewestProbes {
+    links: usize,
+    k: usize,
+    bits: [u64; PROBE_CACHE],
+}
+
+impl NewestProbes {
+    fn new() -> NewestProbes {
+        NewestProbes {
+            links: 0,
+            k: 0,
+            bits: [0; PROBE_CACHE],
+        }
+    }
+}
+
 /// The five BF.INFO figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BloomInfo {
@@ -970,7 +1026,7 @@ impl ScalingBloom {
         let Some((newest, older)) = self.links.split_last() else {
             return;
         };
-        if newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES {
+        if !self.worth_prefetching() {
             return;
         }
         {
@@ -981,12 +1037,46 @@ impl ScalingBloom {
         }
     }
 
+    /// Whether the chain is too large for the core's L2 (see [`ScalingBloom::prefetch`]).
+    #[inline]
+    fn worth_prefetching(&self) -> bool {
+        self.links.last().is_some_and(|newest| {
+            newest.bytes().saturating_mul(self.links.len() as u64) > PREFETCH_MIN_BYTES
+        })
+    }
+
+    /// The add path's [`ScalingBloom::prefetch`]: the newest link's probe bits are computed into
+    /// `out` (when they fit) and prefetched from there, so the write reuses them.
+    #[inline]
+    fn prefetch_for_add(&self, a: u64, b: u64, out: &mut NewestProbes) {
+        let Some((newest, older)) = self.links.split_last() else {
+            return;
+        };
+        if !newest.probe_bits(a, b, &mut out.bits) {
+            out.links = 0;
+            self.prefetch(a, b);
+            return;
+        }
+        out.links = self.links.len();
+        out.k = newest.hashes as usize;
+        if !self.worth_prefetching() {
+            return;
+        }
+        for &x in &out.bits[..out.k] {
+            newest.data.prefetch(x);
+        }
+        for l in older.iter().rev() {
+            l.prefetch(a, b, 2);
+        }
+    }
+
     /// Adds `item` (bloom.md §6.2): `Ok(true)` if it was new, `Ok(false)` if it was (or looked)
     /// present already.
     pub fn add(&mut self, item: &[u8]) -> Result<bool, AddError> {
         let (a, b) = self.hash(item);
-        self.prefetch(a, b);
-        self.add_hashed(a, b)
+        let mut probes = NewestProbes::new();
+        self.prefetch_for_add(a, b, &mut probes);
+        self.add_hashed(a, b, &probes)
     }
 
     /// Adds `items` in order, as BF.MADD does, stopping at the first error: the answers so far and
@@ -1004,17 +1094,20 @@ impl ScalingBloom {
         items: &[I],
         mut answer: impl FnMut(bool),
     ) -> Option<AddError> {
+        // Two probe buffers, used in turn: item `idx` has `probes[idx % 2]`, filled (and
+        // prefetched) while item `idx - 1` is written.
+        let mut probes = [NewestProbes::new(), NewestProbes::new()];
         let mut next = items.first().map(|i| self.hash(i.as_ref()));
         if let Some((a, b)) = next {
-            self.prefetch(a, b);
+            self.prefetch_for_add(a, b, &mut probes[0]);
         }
         for idx in 0..items.len() {
             let Some((a, b)) = next else { break };
             next = items.get(idx + 1).map(|i| self.hash(i.as_ref()));
             if let Some((na, nb)) = next {
-                self.prefetch(na, nb);
+                self.prefetch_for_add(na, nb, &mut probes[(idx + 1) % 2]);
             }
-            match self.add_hashed(a, b) {
+            match self.add_hashed(a, b, &probes[idx % 2]) {
                 Ok(new) => answer(new),
                 Err(e) => return Some(e),
             }
@@ -1040,23 +1133,31 @@ impl ScalingBloom {
             .collect()
     }
 
-    /// [`ScalingBloom::add`] for a hash pair already computed (and prefetched).
+    /// [`ScalingBloom::add`] for a hash pair already computed (and prefetched); `probes` holds
+    /// its probe bits in the newest link if [`ScalingBloom::prefetch_for_add`] computed them for
+    /// the chain as it is now.
     ///
     /// The newest link is not checked before it is written: setting its `k` bits answers the same
     /// question (the item is new to it iff one of them was clear), so a chain whose newest link
     /// has room walks the probes once, not twice. Only a full newest link is checked first, since
     /// an item it already holds must not open a new link.
-    fn add_hashed(&mut self, a: u64, b: u64) -> Result<bool, AddError> {
+    fn add_hashed(&mut self, a: u64, b: u64, probes: &NewestProbes) -> Result<bool, AddError> {
         let Some((cur, older)) = self.links.split_last() else {
             return Err(AddError::Failed);
         };
+        let cached = (probes.links == self.links.len() && probes.k == cur.hashes as usize)
+            .then(|| &probes.bits[..probes.k]);
         if older.iter().rev().any(|l| l.check(a, b)) {
             return Ok(false);
         }
         let options = self.options;
         let growth = self.growth;
         if cur.size >= cur.entries {
-            if cur.check(a, b) {
+            let present = match cached {
+                Some(bits) => cur.check_bits(bits),
+                None => cur.check(a, b),
+            };
+            if present {
                 return Ok(false);
             }
             if options & OPT_NO_SCALING != 0 {
@@ -1072,10 +1173,16 @@ impl ScalingBloom {
             self.links.try_reserve(1).map_err(|_| AddError::Failed)?;
             self.links.push(link);
         }
+        // A link just opened makes `cached` (the old newest link's bits) stale.
+        let cached = cached.filter(|_| probes.links == self.links.len());
         let Some(cur) = self.links.last_mut() else {
             return Err(AddError::Failed);
         };
-        if cur.set(a, b)? {
+        let new = match cached {
+            Some(bits) => cur.set_bits(bits)?,
+            None => cur.set(a, b)?,
+        };
+        if new {
             cur.size += 1;
             self.size += 1;
             Ok(true)
