@@ -157,8 +157,9 @@ const PREFETCH_MIN_BYTES: u64 = 256 * 1024;
 
 /// Links with at most this many probes have them computed once per item, for the prefetch and
 /// the write alike ([`NewestProbes`]); `k` is 7 at the default 1% and grows by one per link of a
-/// scaling chain, so this covers error rates down to about 10⁻⁹.
-const PROBE_CACHE: usize = 32;
+/// scaling chain, so this covers error rates down to about 10⁻⁷ (a longer `k` takes the old path:
+/// probes computed for the prefetch and again for the write).
+const PROBE_CACHE: usize = 24;
 
 /// Fixed part of a SCANDUMP header: chain size (8), nfilters (4), options (4), growth (4).
 pub const HEADER_FIXED_LEN: usize = 20;
@@ -342,30 +343,28 @@ impl PagedBits {
     /// cache misses instead of paying them one after another.
     #[inline]
     fn prefetch(&self, x: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let byte = x >> 3;
-            let b = match self {
-                PagedBits::Flat(b) => b.get(byte as usize),
-                PagedBits::Paged(pg) => {
-                    let p = (byte >> PAGE_SHIFT) as usize;
-                    let off = (byte as usize) & (PAGE_BYTES - 1);
-                    match pg.pages.get(p) {
-                        Some(Some(page)) => page.get(off),
-                        _ => None,
-                    }
+        let byte = x >> 3;
+        match self {
+            PagedBits::Flat(b) => prefetch_byte(b.get(byte as usize)),
+            PagedBits::Paged(pg) => pg.prefetch_byte(byte),
+        }
+    }
+
+    /// [`PagedBits::prefetch`] of each of `bits`, the array's form matched once.
+    #[inline]
+    fn prefetch_all(&self, bits: &[u64]) {
+        match self {
+            PagedBits::Flat(b) => {
+                for &x in bits {
+                    prefetch_byte(b.get((x >> 3) as usize));
                 }
-            };
-            if let Some(b) = b {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the
-                // program; the pointer is in bounds of a live page anyway. SSE is baseline
-                // on x86-64.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast::<i8>()) };
+            }
+            PagedBits::Paged(pg) => {
+                for &x in bits {
+                    pg.prefetch_byte(x >> 3);
+                }
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = x;
     }
 
     /// Sets bit `x`; answers whether it was clear.
@@ -479,7 +478,31 @@ impl PagedBits {
     }
 }
 
+/// Hints the CPU to fetch `b` (see [`PagedBits::prefetch`]); nothing for `None`.
+#[inline]
+fn prefetch_byte(b: Option<&u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = b {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the program; the
+        // pointer comes from a live reference anyway. SSE is baseline on x86-64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
+}
+
 impl Pages {
+    /// Prefetches byte `byte` if its page is allocated (a never-written page reads as zeros).
+    #[inline]
+    fn prefetch_byte(&self, byte: u64) {
+        let p = (byte >> PAGE_SHIFT) as usize;
+        let off = (byte as usize) & (PAGE_BYTES - 1);
+        if let Some(Some(page)) = self.pages.get(p) {
+            prefetch_byte(page.get(off));
+        }
+    }
+
     /// Length of page `p` (the last page is short).
     fn page_len(&self, p: usize) -> usize {
         let start = (p as u64) << PAGE_SHIFT;
@@ -1076,9 +1099,7 @@ impl ScalingBloom {
         if !self.worth_prefetching() {
             return;
         }
-        for &x in &out.bits[..out.k] {
-            newest.data.prefetch(x);
-        }
+        newest.data.prefetch_all(&out.bits[..out.k]);
         for l in older.iter().rev() {
             l.prefetch(a, b, 2);
         }
