@@ -338,8 +338,9 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
         try:
             text = Path(out).read_text(errors="replace")
         finally:
-            if args.keep_callgrind and test is not None:
-                keep = Path(args.keep_callgrind) / f"{name}-P{pipeline}-{re.sub(r'[^A-Za-z0-9]+', '_', test[0])}.out"
+            if args.keep_callgrind:
+                what = re.sub(r'[^A-Za-z0-9]+', '_', test[0]) if test is not None else "idle"
+                keep = Path(args.keep_callgrind) / f"{name}-P{pipeline}-{what}.out"
                 Path(out).replace(keep)
                 print(f"  kept {keep}", file=sys.stderr)
             Path(out).unlink(missing_ok=True)
@@ -469,7 +470,7 @@ def main() -> int:
     ap.add_argument("--pin", action="store_true",
                     help=f"server on core {SERVER_CORE}, redis-benchmark on core {CLIENT_CORE} (taskset)")
     ap.add_argument("--keep-callgrind", metavar="DIR",
-                    help="--callgrind: keep each test's callgrind.out in DIR (for callgrind_annotate)")
+                    help="--callgrind: keep each test's callgrind.out in DIR, and the idle baseline's as NAME-P1-idle.out (for callgrind_annotate, scripts/cg_diff.py)")
     ap.add_argument("--callgrind", action="store_true",
                     help="count instructions per request under valgrind instead of timing (one client)")
     ap.add_argument("--redis-module", default=None, help="module to load into the reference (RedisBloom .so)")

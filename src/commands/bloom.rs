@@ -175,6 +175,23 @@ fn new_filter(
 
 /// Adds `items` in order, as BF.MADD / BF.INSERT do: an error becomes the last element.
 fn add_all(bf: &mut ScalingBloom, items: &[Bytes]) -> Reply {
+    if items.len() <= 64 {
+        // The common case, answered as a bit set (`Reply::Bools`); an error, rare, takes the array.
+        let (mut bits, mut len) = (0u64, 0u8);
+        let err = bf.add_each(items, |new| {
+            bits |= (new as u64) << len;
+            len += 1;
+        });
+        return match err {
+            None => Reply::Bools { bits, len },
+            Some(e) => {
+                let mut out: Vec<Reply> =
+                    (0..len).map(|i| Reply::Bool(bits >> i & 1 != 0)).collect();
+                out.push(Reply::Error(add_error(e)));
+                Reply::Array(out)
+            }
+        };
+    }
     let mut out: Vec<Reply> = Vec::with_capacity(items.len());
     if let Some(e) = bf.add_each(items, |new| out.push(Reply::Bool(new))) {
         out.push(Reply::Error(add_error(e)));
@@ -319,10 +336,10 @@ fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let items = &argv[2..];
     let out = match ctx.db().lookup(&argv[1]) {
-        Some(Value::Bloom(bf)) => bf.exists_all(items).into_iter().map(Reply::Bool).collect(),
-        _ => vec![Reply::Bool(false); items.len()],
+        Some(Value::Bloom(bf)) => Reply::bools(bf.exists_all(items).into_iter()),
+        _ => Reply::bools((0..items.len()).map(|_| false)),
     };
-    Ok(Reply::Array(out))
+    Ok(out)
 }
 
 /// `BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item ...`

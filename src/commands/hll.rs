@@ -88,10 +88,17 @@ fn hll_error(e: HllError) -> CmdError {
 
 /// The string under a key that must be an HLL: WRONGTYPE (generic) for another type, then the HLL
 /// header checks.
-fn as_hll(v: &Value) -> Result<&[u8], CmdError> {
+fn as_hll(v: &Value) -> Result<Encoding, CmdError> {
     let s = v.as_str().ok_or(CmdError::Static(error::WRONGTYPE))?;
-    hll::validate(s).map_err(hll_error)?;
-    Ok(s)
+    hll::validate(s).map_err(hll_error)
+}
+
+/// The bytes of a value [`as_hll`] accepted.
+fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
+    as_hll(v)?;
+    v.as_str()
+        .map(|s| &s[..])
+        .ok_or(CmdError::Static(error::WRONGTYPE))
 }
 
 fn sparse_max_bytes(ctx: &Ctx) -> u64 {
@@ -114,7 +121,9 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let elements = argv[2..].iter().map(|e| &e[..]);
     let db = ctx.db();
-    match db.lookup_quiet(key) {
+    // One probe: a valid HLL is unshared (marked raw) as Redis's PFADD does, then a dense one is
+    // updated where it lies (it never changes length); a sparse one may grow or turn dense.
+    match db.lookup_unshared(key, false, |v| as_hll(v).is_ok()) {
         None => {
             let mut v = hll::new_sparse();
             // A fresh value cannot be corrupt; keep whatever it holds either way.
@@ -127,7 +136,15 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             return Ok(Reply::Int(1));
         }
         Some(v) => {
-            as_hll(v)?;
+            let dense = as_hll(v)? == Encoding::Dense;
+            if let (true, Value::Str(s)) = (dense, v) {
+                if s.edit_in_place(|b| hll::pfadd_dense(b, elements)) {
+                    ctx.db().signal_modified(key);
+                    ctx.notify(events::STRING, "pfadd", key);
+                    return Ok(Reply::Int(1));
+                }
+                return Ok(Reply::Int(0));
+            }
         }
     }
     let mut v = hll_mut(ctx, key)?;
@@ -146,15 +163,19 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() == 2 {
         let key = &argv[1];
-        match ctx.db().lookup(key) {
-            None => return Ok(Reply::Int(0)),
-            Some(v) => {
-                as_hll(v)?;
-            }
+        // One probe; a valid cache is read where it lies, and a stale one is recomputed and
+        // written back in place (the length never changes).
+        let Some(v) = ctx.db().lookup_unshared(key, true, |v| as_hll(v).is_ok()) else {
+            return Ok(Reply::Int(0));
+        };
+        as_hll(v)?;
+        let Value::Str(s) = v else {
+            return Err(CmdError::Static(error::WRONGTYPE));
+        };
+        if hll::cache_is_valid(s) {
+            return Ok(Reply::Int(hll::cached_cardinality(s) as i64));
         }
-        let mut v = hll_mut(ctx, key)?;
-        let (card, written) = hll::count_cached(&mut v).map_err(hll_error)?;
-        drop(v);
+        let (card, written) = s.edit_in_place(hll::count_cached).map_err(hll_error)?;
         if written {
             // Writing the cache back is a modification (WATCH, dirty), as in Redis.
             ctx.db().signal_modified(key);
@@ -165,7 +186,7 @@ fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     for key in &argv[1..] {
         if let Some(v) = db.lookup(key) {
-            hll::merge_into(&mut max, as_hll(v)?).map_err(hll_error)?;
+            hll::merge_into(&mut max, hll_bytes(v)?).map_err(hll_error)?;
         }
     }
     Ok(Reply::Int(hll::estimate(&hll::raw_histogram(&max)) as i64))
@@ -179,7 +200,7 @@ fn pfmerge(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     for key in &argv[1..] {
         if let Some(v) = db.lookup(key) {
-            let enc = hll::merge_into(&mut max, as_hll(v)?).map_err(hll_error)?;
+            let enc = hll::merge_into(&mut max, hll_bytes(v)?).map_err(hll_error)?;
             any_dense |= enc == Encoding::Dense;
         }
     }

@@ -260,6 +260,7 @@ pub async fn serve(
                     // sends to this very client go out before that command's reply, as in Redis.
                     handle.outbox.drain_into(outbuf.tail_mut());
                     let mut done = 0;
+                    client.cmd_clock = Some(std::time::Instant::now());
                     for i in 0..requests.len() {
                         let argv = requests.get(i);
                         let reply =
@@ -290,6 +291,7 @@ pub async fn serve(
                             break;
                         }
                     }
+                    client.cmd_clock = None;
                     // A SUBSCRIBE in this batch moves the client to the pubsub class for its
                     // writes.
                     if engine.pubsub.is_subscriber(handle.id) {

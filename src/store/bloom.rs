@@ -155,6 +155,12 @@ const _: () = assert!(PAGE_BYTES == 1 << PAGE_SHIFT && PAGE_BYTES <= super::page
 /// [`ScalingBloom::prefetch`]).
 const PREFETCH_MIN_BYTES: u64 = 256 * 1024;
 
+/// Links with at most this many probes have them computed once per item, for the prefetch and
+/// the write alike ([`NewestProbes`]); `k` is 7 at the default 1% and grows by one per link of a
+/// scaling chain, so this covers error rates down to about 10⁻⁷ (a longer `k` takes the old path:
+/// probes computed for the prefetch and again for the write).
+const PROBE_CACHE: usize = 24;
+
 /// Fixed part of a SCANDUMP header: chain size (8), nfilters (4), options (4), growth (4).
 pub const HEADER_FIXED_LEN: usize = 20;
 /// Per-link part of a SCANDUMP header.
@@ -337,30 +343,28 @@ impl PagedBits {
     /// cache misses instead of paying them one after another.
     #[inline]
     fn prefetch(&self, x: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let byte = x >> 3;
-            let b = match self {
-                PagedBits::Flat(b) => b.get(byte as usize),
-                PagedBits::Paged(pg) => {
-                    let p = (byte >> PAGE_SHIFT) as usize;
-                    let off = (byte as usize) & (PAGE_BYTES - 1);
-                    match pg.pages.get(p) {
-                        Some(Some(page)) => page.get(off),
-                        _ => None,
-                    }
+        let byte = x >> 3;
+        match self {
+            PagedBits::Flat(b) => prefetch_byte(b.get(byte as usize)),
+            PagedBits::Paged(pg) => pg.prefetch_byte(byte),
+        }
+    }
+
+    /// [`PagedBits::prefetch`] of each of `bits`, the array's form matched once.
+    #[inline]
+    fn prefetch_all(&self, bits: &[u64]) {
+        match self {
+            PagedBits::Flat(b) => {
+                for &x in bits {
+                    prefetch_byte(b.get((x >> 3) as usize));
                 }
-            };
-            if let Some(b) = b {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the
-                // program; the pointer is in bounds of a live page anyway. SSE is baseline
-                // on x86-64.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast::<i8>()) };
+            }
+            PagedBits::Paged(pg) => {
+                for &x in bits {
+                    pg.prefetch_byte(x >> 3);
+                }
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = x;
     }
 
     /// Sets bit `x`; answers whether it was clear.
@@ -474,7 +478,31 @@ impl PagedBits {
     }
 }
 
+/// Hints the CPU to fetch `b` (see [`PagedBits::prefetch`]); nothing for `None`.
+#[inline]
+fn prefetch_byte(b: Option<&u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = b {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the program; the
+        // pointer comes from a live reference anyway. SSE is baseline on x86-64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
+}
+
 impl Pages {
+    /// Prefetches byte `byte` if its page is allocated (a never-written page reads as zeros).
+    #[inline]
+    fn prefetch_byte(&self, byte: u64) {
+        let p = (byte >> PAGE_SHIFT) as usize;
+        let off = (byte as usize) & (PAGE_BYTES - 1);
+        if let Some(Some(page)) = self.pages.get(p) {
+            prefetch_byte(page.get(off));
+        }
+    }
+
     /// Length of page `p` (the last page is short).
     fn page_len(&self, p: usize) -> usize {
         let start = (p as u64) << PAGE_SHIFT;
@@ -521,10 +549,10 @@ impl Pages {
         let slot = self.pages.get_mut(p).ok_or(AddError::Failed)?;
         match slot {
             None => {
-                let mut v: Vec<u8> = Vec::new();
-                v.try_reserve_exact(len).map_err(|_| AddError::Failed)?;
-                v.resize(len, 0);
-                *slot = Some(Arc::from(v));
+                // Straight into the Arc's allocation from the shared zeros: one allocation and
+                // one copy (a zeroed Vec turned into an Arc was two allocations, a fill, a copy
+                // and a free: ~1,200 instructions per page, 400 per BF.MADD filling a new filter).
+                *slot = Some(Arc::from(&ZERO_PAGE[..len]));
                 self.reserved.backed(len as u64);
             }
             Some(page) => {
@@ -653,6 +681,47 @@ impl Link {
         }
     }
 
+    /// Writes the `k` probe bits of `(a, b)` to `out`, when they fit; false (nothing written)
+    /// when `k` exceeds [`PROBE_CACHE`].
+    #[inline]
+    fn probe_bits(&self, a: u64, b: u64, out: &mut [u64; PROBE_CACHE]) -> bool {
+        let k = self.hashes as usize;
+        if k > PROBE_CACHE {
+            return false;
+        }
+        let mut probes = self.modulus.probes(a, b);
+        for slot in &mut out[..k] {
+            *slot = probes.next_bit();
+        }
+        true
+    }
+
+    /// [`Link::check`] of probe bits computed by [`Link::probe_bits`].
+    #[inline]
+    fn check_bits(&self, bits: &[u64]) -> bool {
+        bits.iter().all(|&x| self.data.get_bit(x))
+    }
+
+    /// [`Link::set`] of probe bits computed by [`Link::probe_bits`]. The array's form is matched
+    /// once for all `k` bits, not per bit.
+    #[inline]
+    fn set_bits(&mut self, bits: &[u64]) -> Result<bool, AddError> {
+        let mut any_clear = false;
+        match &mut self.data {
+            PagedBits::Paged(pg) => {
+                for &x in bits {
+                    any_clear |= pg.set_bits(x >> 3, 1u8 << (x & 7))?;
+                }
+            }
+            flat => {
+                for &x in bits {
+                    any_clear |= flat.set_bit(x)?;
+                }
+            }
+        }
+        Ok(any_clear)
+    }
+
     /// Whether all `k` probe bits of `(a, b)` are set. Stops at the first clear bit.
     #[inline]
     fn check(&self, a: u64, b: u64) -> bool {
@@ -748,27 +817,37 @@ impl Modulus {
 
     #[inline]
     fn probes(self, a: u64, b: u64) -> Probes {
+        let bm = b % self.m;
+        // The step after a wrapped sum, `bm - 2^64 mod m` reduced mod m; `bm + (m - wrap)` < 2m
+        // ≤ 2^64 cannot overflow.
+        let mut bw = bm + (self.m - self.wrap);
+        if bw >= self.m {
+            bw -= self.m;
+        }
         Probes {
             x: a,
             b,
             r: a % self.m,
-            bm: b % self.m,
+            bm,
+            bw,
             m: self.m,
-            wrap: self.wrap,
         }
     }
 }
 
 /// The probe sequence `x_i = (a + i·b) mod 2^64`, bit `x_i mod m`, by additions: two divisions per
-/// link instead of one per probe. With `r = x_i mod m`, the next residue is `r + (b mod m)`, minus
-/// `2^64 mod m` when the 64-bit sum `x_i + b` wrapped, all reduced mod `m`.
+/// link instead of one per probe. With `r = x_i mod m`, the next residue is `r + (b mod m)`, or
+/// `r + (b mod m) - (2^64 mod m)` when the 64-bit sum `x_i + b` wrapped, reduced mod `m`; both
+/// steps are reduced up front, so a probe costs one add, one select and one compare-subtract.
 struct Probes {
     x: u64,
     b: u64,
     r: u64,
+    /// `b mod m`: the step when `x_i + b` does not wrap.
     bm: u64,
+    /// `(b - 2^64) mod m`: the step when it does.
+    bw: u64,
     m: u64,
-    wrap: u64,
 }
 
 impl Probes {
@@ -778,17 +857,11 @@ impl Probes {
         let bit = self.r;
         let (x, wrapped) = self.x.overflowing_add(self.b);
         self.x = x;
-        // r, bm < m ≤ 2^63 (links are far smaller; n2 ≤ 63), so the sum cannot overflow.
-        let mut r = self.r + self.bm;
+        let step = if wrapped { self.bw } else { self.bm };
+        // r, step < m ≤ 2^63 (links are far smaller; n2 ≤ 63), so the sum cannot overflow.
+        let mut r = self.r + step;
         if r >= self.m {
             r -= self.m;
-        }
-        if wrapped {
-            r = if r >= self.wrap {
-                r - self.wrap
-            } else {
-                r + (self.m - self.wrap)
-            };
         }
         self.r = r;
         bit
@@ -900,6 +973,26 @@ pub struct ScalingBloom {
     links: SmallVec<[Link; 1]>,
 }
 
+/// One item's probe bits in the newest link of a chain, computed once for both its prefetch and
+/// its write (issue 15: computing them twice, once to prefetch and once to set, was a fifth of a
+/// 10-item BF.MADD). Valid only while the chain has `links` links: an add that opens a link
+/// makes them stale, and they are recomputed.
+struct NewestProbes {
+    links: usize,
+    k: usize,
+    bits: [u64; PROBE_CACHE],
+}
+
+impl NewestProbes {
+    fn new() -> NewestProbes {
+        NewestProbes {
+            links: 0,
+            k: 0,
+            bits: [0; PROBE_CACHE],
+        }
+    }
+}
+
 /// The five BF.INFO figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BloomInfo {
@@ -970,7 +1063,7 @@ impl ScalingBloom {
         let Some((newest, older)) = self.links.split_last() else {
             return;
         };
-        if newest.bytes().saturating_mul(self.links.len() as u64) <= PREFETCH_MIN_BYTES {
+        if !self.worth_prefetching() {
             return;
         }
         {
@@ -981,12 +1074,44 @@ impl ScalingBloom {
         }
     }
 
+    /// Whether the chain is too large for the core's L2 (see [`ScalingBloom::prefetch`]).
+    #[inline]
+    fn worth_prefetching(&self) -> bool {
+        self.links.last().is_some_and(|newest| {
+            newest.bytes().saturating_mul(self.links.len() as u64) > PREFETCH_MIN_BYTES
+        })
+    }
+
+    /// The add path's [`ScalingBloom::prefetch`]: the newest link's probe bits are computed into
+    /// `out` (when they fit) and prefetched from there, so the write reuses them.
+    #[inline]
+    fn prefetch_for_add(&self, a: u64, b: u64, out: &mut NewestProbes) {
+        let Some((newest, older)) = self.links.split_last() else {
+            return;
+        };
+        if !newest.probe_bits(a, b, &mut out.bits) {
+            out.links = 0;
+            self.prefetch(a, b);
+            return;
+        }
+        out.links = self.links.len();
+        out.k = newest.hashes as usize;
+        if !self.worth_prefetching() {
+            return;
+        }
+        newest.data.prefetch_all(&out.bits[..out.k]);
+        for l in older.iter().rev() {
+            l.prefetch(a, b, 2);
+        }
+    }
+
     /// Adds `item` (bloom.md §6.2): `Ok(true)` if it was new, `Ok(false)` if it was (or looked)
     /// present already.
     pub fn add(&mut self, item: &[u8]) -> Result<bool, AddError> {
         let (a, b) = self.hash(item);
-        self.prefetch(a, b);
-        self.add_hashed(a, b)
+        let mut probes = NewestProbes::new();
+        self.prefetch_for_add(a, b, &mut probes);
+        self.add_hashed(a, b, &probes)
     }
 
     /// Adds `items` in order, as BF.MADD does, stopping at the first error: the answers so far and
@@ -1004,17 +1129,20 @@ impl ScalingBloom {
         items: &[I],
         mut answer: impl FnMut(bool),
     ) -> Option<AddError> {
+        // Two probe buffers, used in turn: item `idx` has `probes[idx % 2]`, filled (and
+        // prefetched) while item `idx - 1` is written.
+        let mut probes = [NewestProbes::new(), NewestProbes::new()];
         let mut next = items.first().map(|i| self.hash(i.as_ref()));
         if let Some((a, b)) = next {
-            self.prefetch(a, b);
+            self.prefetch_for_add(a, b, &mut probes[0]);
         }
         for idx in 0..items.len() {
             let Some((a, b)) = next else { break };
             next = items.get(idx + 1).map(|i| self.hash(i.as_ref()));
             if let Some((na, nb)) = next {
-                self.prefetch(na, nb);
+                self.prefetch_for_add(na, nb, &mut probes[(idx + 1) % 2]);
             }
-            match self.add_hashed(a, b) {
+            match self.add_hashed(a, b, &probes[idx % 2]) {
                 Ok(new) => answer(new),
                 Err(e) => return Some(e),
             }
@@ -1040,23 +1168,31 @@ impl ScalingBloom {
             .collect()
     }
 
-    /// [`ScalingBloom::add`] for a hash pair already computed (and prefetched).
+    /// [`ScalingBloom::add`] for a hash pair already computed (and prefetched); `probes` holds
+    /// its probe bits in the newest link if [`ScalingBloom::prefetch_for_add`] computed them for
+    /// the chain as it is now.
     ///
     /// The newest link is not checked before it is written: setting its `k` bits answers the same
     /// question (the item is new to it iff one of them was clear), so a chain whose newest link
     /// has room walks the probes once, not twice. Only a full newest link is checked first, since
     /// an item it already holds must not open a new link.
-    fn add_hashed(&mut self, a: u64, b: u64) -> Result<bool, AddError> {
+    fn add_hashed(&mut self, a: u64, b: u64, probes: &NewestProbes) -> Result<bool, AddError> {
         let Some((cur, older)) = self.links.split_last() else {
             return Err(AddError::Failed);
         };
+        let cached = (probes.links == self.links.len() && probes.k == cur.hashes as usize)
+            .then(|| &probes.bits[..probes.k]);
         if older.iter().rev().any(|l| l.check(a, b)) {
             return Ok(false);
         }
         let options = self.options;
         let growth = self.growth;
         if cur.size >= cur.entries {
-            if cur.check(a, b) {
+            let present = match cached {
+                Some(bits) => cur.check_bits(bits),
+                None => cur.check(a, b),
+            };
+            if present {
                 return Ok(false);
             }
             if options & OPT_NO_SCALING != 0 {
@@ -1072,10 +1208,16 @@ impl ScalingBloom {
             self.links.try_reserve(1).map_err(|_| AddError::Failed)?;
             self.links.push(link);
         }
+        // A link just opened makes `cached` (the old newest link's bits) stale.
+        let cached = cached.filter(|_| probes.links == self.links.len());
         let Some(cur) = self.links.last_mut() else {
             return Err(AddError::Failed);
         };
-        if cur.set(a, b)? {
+        let new = match cached {
+            Some(bits) => cur.set_bits(bits)?,
+            None => cur.set(a, b)?,
+        };
+        if new {
             cur.size += 1;
             self.size += 1;
             Ok(true)

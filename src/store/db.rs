@@ -363,6 +363,30 @@ impl Db {
         Some(e.value_mut())
     }
 
+    /// One probe for a command that reads a value and may then write it in place, as Redis's
+    /// PFADD and PFCOUNT do (lookup, type and format checks, `dbUnshareStringValue`, maybe a
+    /// write): the value, mutable, with the key not marked modified (the caller signals a change
+    /// it makes). A string for which `unshare` holds is marked `raw` first, as unsharing makes it
+    /// in Redis. `notify_miss` raises the `keymiss` event on a miss (a read lookup's, Redis's
+    /// lookupKeyRead; PFADD's write lookup raises none).
+    pub fn lookup_unshared(
+        &mut self,
+        key: &[u8],
+        notify_miss: bool,
+        unshare: impl FnOnce(&Value) -> bool,
+    ) -> Option<&mut Value> {
+        self.expire_if_due(key);
+        if notify_miss && self.notify_flags & events::KEY_MISS != 0 && !self.has(key) {
+            self.notify(events::KEY_MISS, "keymiss", key);
+            return None;
+        }
+        let e = self.get_mut(key)?;
+        if matches!(e.value(), Value::Str(_)) && unshare(e.value()) {
+            e.set_enc(enc_code(Some("raw")));
+        }
+        Some(e.value_mut())
+    }
+
     /// [`Value::prepare_for_save`] on every value, before a synchronous save.
     pub fn prepare_for_save(&mut self) {
         // Only t-digests change, and only their segments are unshared from a snapshot.

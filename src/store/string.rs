@@ -27,7 +27,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// Strings up to this many bytes are stored inline.
 pub const INLINE: usize = 30;
@@ -128,6 +128,29 @@ impl Str {
         StrMut { s: self, v }
     }
 
+    /// Runs `f` on the bytes for an edit that keeps their length (the dense HLL writers: PFADD
+    /// raising a register, PFCOUNT writing its cache), in whatever form the string is: a shared
+    /// buffer no one else holds is written where it is, one that a reply or a snapshot still holds
+    /// is copied first (copy-on-write, as [`Str::make_mut`]). Unlike `make_mut` the form never
+    /// changes, so nothing is allocated or freed (issue 15: `make_mut` and the guard's drop were a
+    /// fifth of a PFADD to a dense HLL). Should `f` panic, the bytes it saw are kept.
+    pub fn edit_in_place<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        match &mut self.0 {
+            Repr::Inline { len, buf } => f(&mut buf[..*len as usize]),
+            Repr::Heap(v) => f(v),
+            Repr::Shared(b) => {
+                let taken = std::mem::take(&mut **b);
+                let mut guard = SharedEdit {
+                    slot: b,
+                    buf: taken
+                        .try_into_mut()
+                        .unwrap_or_else(|held| BytesMut::from(&held[..])),
+                };
+                f(&mut guard.buf)
+            }
+        }
+    }
+
     /// Heap bytes this string holds beyond the value itself (for MEMORY USAGE): the capacity
     /// reserved for it, or its length when inline or shared.
     pub fn allocated(&self) -> usize {
@@ -135,6 +158,18 @@ impl Str {
             Repr::Heap(v) => v.capacity(),
             _ => self.len(),
         }
+    }
+}
+
+/// A shared buffer opened by [`Str::edit_in_place`]; frozen back into its slot when dropped.
+struct SharedEdit<'a> {
+    slot: &'a mut Bytes,
+    buf: BytesMut,
+}
+
+impl Drop for SharedEdit<'_> {
+    fn drop(&mut self) {
+        *self.slot = std::mem::take(&mut self.buf).freeze();
     }
 }
 
@@ -257,6 +292,41 @@ mod tests {
         drop(m);
         assert_eq!(s[1], 8);
         assert_eq!(s.as_bytes().as_ptr(), p);
+    }
+
+    #[test]
+    fn edits_in_place_keep_the_form_and_copy_only_a_held_buffer() {
+        for len in [3, INLINE + 5, 5000] {
+            let mut s = Str::from_vec(vec![1; len]);
+            let shared = s.is_shared();
+            let before = s.as_bytes().as_ptr();
+            assert_eq!(
+                s.edit_in_place(|b| std::mem::replace(&mut b[len - 1], 7)),
+                1
+            );
+            assert_eq!(s.len(), len);
+            assert_eq!(s[len - 1], 7);
+            assert_eq!(s.is_shared(), shared);
+            if len > INLINE {
+                assert_eq!(s.as_bytes().as_ptr(), before, "written where it lies");
+            }
+        }
+        // A buffer a reply holds is copied; the reply keeps its bytes.
+        let mut s = Str::from_vec(vec![1; 5000]);
+        let reply = s.to_bytes();
+        s.edit_in_place(|b| b[0] = 9);
+        assert_eq!((reply[0], s[0]), (1, 9));
+        assert_ne!(reply.as_ptr(), s.as_bytes().as_ptr());
+        assert!(s.is_shared());
+        // A panicking edit leaves the bytes it saw.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            s.edit_in_place(|b| {
+                b[1] = 5;
+                panic!("edit");
+            })
+        }));
+        assert!(caught.is_err());
+        assert_eq!((s.len(), s[0], s[1]), (5000, 9, 5));
     }
 
     #[test]

@@ -366,6 +366,24 @@ pub fn pfadd<'a>(
     Ok(updated)
 }
 
+/// PFADD's register updates on a value [`validate`] found dense: raises the registers in place
+/// (a dense HLL never changes length or encoding) and marks the cache stale if one changed.
+/// Returns whether one did.
+pub fn pfadd_dense<'a>(v: &mut [u8], elements: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    let Some(body) = v.get_mut(HEADER_LEN..) else {
+        return false;
+    };
+    let mut updated = false;
+    for e in elements {
+        let (index, count) = hash_element(e);
+        updated |= dense_raise(body, index, count);
+    }
+    if updated {
+        invalidate_cache(v);
+    }
+    updated
+}
+
 // ---------------------------------------------------------------------------------------------
 // Unions (multi-key PFCOUNT, PFMERGE)
 // ---------------------------------------------------------------------------------------------
