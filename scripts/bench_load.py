@@ -379,6 +379,38 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
     return 0
 
 
+def run_rounds(args, servers, pipelines, loads=None):
+    """Runs every test on every server that has its commands, `args.rounds` times, the server
+    order rotating each round (with two servers: alternating), so a burst of load from elsewhere
+    hits every column alike. Returns the tests, per server the tests it has, and
+    (server, pipeline, label) -> [rps] and -> [server CPU µs per request]; `loads`, if given,
+    collects the load average at each run per (pipeline, label)."""
+    tests = tests_for(args)
+    ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
+    results: dict[tuple[str, int, str], list[float]] = {}
+    cpu: dict[tuple[str, int, str], list[float]] = {}
+    for rnd in range(args.rounds):
+        k = rnd % len(servers)
+        order = servers[k:] + servers[:k]
+        print(f"round {rnd + 1}/{args.rounds} ({' then '.join(s.name for s in order)} for each test)",
+              file=sys.stderr)
+        for pipeline in pipelines:
+            for test in tests:
+                label, extra, _ = test
+                for s in order:
+                    if test not in ok[s.name]:
+                        continue
+                    if loads is not None:
+                        loads.setdefault((pipeline, label), []).append(os.getloadavg()[0])
+                    before = s.cpu_seconds()
+                    got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
+                    spent = s.cpu_seconds() - before
+                    for _name, rps in got.items():
+                        results.setdefault((s.name, pipeline, label), []).append(rps)
+                        cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
+    return tests, ok, results, cpu
+
+
 def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> int:
     """Target 2: one hyperbloom per HYPERBLOOM_WORKERS setting and one redis-server, all running at
     once; for every test each server runs back to back (the order rotating every round), so the
@@ -400,29 +432,9 @@ def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> 
         servers.append(Server("redis", dict(server_argv(args, hb_bin))["redis"], wrapper))
         for s in servers:
             prepare(s)
-        tests = tests_for(args)
-        ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
-        results: dict[tuple[str, int, str], list[float]] = {}
-        cpu: dict[tuple[str, int, str], list[float]] = {}
         loads: dict[tuple[int, str], list[float]] = {}
         started = time.monotonic()
-        for rnd in range(args.rounds):
-            k = rnd % len(servers)
-            order = servers[k:] + servers[:k]
-            print(f"round {rnd + 1}/{args.rounds} ({' then '.join(s.name for s in order)})", file=sys.stderr)
-            for pipeline in pipelines:
-                for test in tests:
-                    label, extra, _ = test
-                    for s in order:
-                        if test not in ok[s.name]:
-                            continue
-                        loads.setdefault((pipeline, label), []).append(os.getloadavg()[0])
-                        before = s.cpu_seconds()
-                        got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
-                        spent = s.cpu_seconds() - before
-                        for _name, rps in got.items():
-                            results.setdefault((s.name, pipeline, label), []).append(rps)
-                            cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
+        tests, ok, results, cpu = run_rounds(args, servers, pipelines, loads)
         elapsed = time.monotonic() - started
         med = lambda d, k: statistics.median(d[k]) if d.get(k) else None  # noqa: E731
         hbs = [s.name for s in servers if s.name != "redis"]
@@ -512,29 +524,8 @@ def main() -> int:
         hb, rd = servers
         for s in servers:
             prepare(s)
-        tests = tests_for(args)
-        ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
-
-        # (server, pipeline, label) -> [rps], [server CPU µs per request]
-        results: dict[tuple[str, int, str], list[float]] = {}
-        cpu: dict[tuple[str, int, str], list[float]] = {}
         started = time.monotonic()
-        for rnd in range(args.rounds):
-            order = servers if rnd % 2 == 0 else servers[::-1]
-            print(f"round {rnd + 1}/{args.rounds} ({' then '.join(s.name for s in order)} for each test)",
-                  file=sys.stderr)
-            for pipeline in pipelines:
-                for test in tests:
-                    label, extra, _ = test
-                    for s in order:
-                        if test not in ok[s.name]:
-                            continue
-                        before = s.cpu_seconds()
-                        got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
-                        spent = s.cpu_seconds() - before
-                        for _name, rps in got.items():
-                            results.setdefault((s.name, pipeline, label), []).append(rps)
-                            cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
+        tests, ok, results, cpu = run_rounds(args, servers, pipelines)
         elapsed = time.monotonic() - started
 
         print()
