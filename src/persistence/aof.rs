@@ -873,9 +873,16 @@ fn start_rewrite_locked(
             } else if let Ok(old) = sink.file.try_clone() {
                 // Nobody waits for it (everysec promises about a second, `no` nothing): the old
                 // file's last second is fsynced off the locks, which it held for 2-20 ms.
+                // A failure is logged as the fsync loop logs it; it cannot refuse writes from
+                // here (no handle on the shared state), and the new base about to be written
+                // holds the same data.
                 let _ = std::thread::Builder::new()
                     .name("aof-fsync".into())
-                    .spawn(move || old.sync_data());
+                    .spawn(move || {
+                        if let Err(e) = old.sync_data() {
+                            tracing::warn!("Fail to fsync the AOF file: {}", strerror(&e));
+                        }
+                    });
             }
             sink.last_write_ok = true;
             publish(shared, Some(sink));
