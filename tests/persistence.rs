@@ -275,9 +275,12 @@ fn startup_fails_on_bad_files_naming_the_file() {
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
     let e = start_fails(&dir);
     assert!(e.contains("dump.rdb") && e.contains("truncated"), "{e}");
+    // A flipped bit in the CRC64 trailer itself: a byte before it may be a length, which the
+    // streaming parser (like Redis's rdbLoad) reports as a short read before it reaches the
+    // checksum, and the key order in the file changes from run to run (hash order, random seed).
     let mut b = bytes.clone();
     let n = b.len();
-    b[n - 20] ^= 1;
+    b[n - 1] ^= 1;
     std::fs::write(&path, &b).unwrap();
     let e = start_fails(&dir);
     assert!(e.contains("dump.rdb") && e.contains("checksum"), "{e}");
