@@ -95,7 +95,7 @@ fn run(name: &str, store: &Store, dir: &Path, compression: bool) {
         filename: format!("bench-{}.rdb", std::process::id()),
         opts: SaveOptions {
             compression,
-            checksum: true,
+            ..SaveOptions::default()
         },
     };
     let (t, c) = (Instant::now(), cpu_secs());

@@ -104,11 +104,40 @@ echo "during rewrite: $(lat)"
 while [ "$(redis-cli -p $PE INFO persistence | tr -d '\r' | grep aof_rewrite_in_progress | cut -d: -f2)" != 0 ]; do sleep 0.1; done
 redis-cli -p $PE INFO persistence | tr -d '\r' | grep -E "aof_last_rewrite_time_sec|aof_current_size|aof_base_size"
 
-# 3. Load: restart the everysec server on its directory and read the load line.
-redis-cli -p $PE SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+# 3. Load speed, hyperbloom against redis-server on copies of the same directories:
+#    - "commands": the `always` server's directory from (1), an empty base and every command of
+#      the run in one incremental file (what a server that never rewrote replays);
+#    - "preamble": the `everysec` server's directory after the rewrite in (2), an RDB-preamble
+#      base plus the commands written during the rewrite.
+#    Each server is started ROUNDS times on a fresh copy, alternating; the time is the server's own
+#    "DB loaded from append only file: X seconds" line (both print it), median over the rounds.
+for s in always everysec; do redis-cli -p ${PORT[$s]} SHUTDOWN NOSAVE >/dev/null 2>&1 || true; done
 sleep 0.5
-"$BIN" --port $((P0 + 4)) --bind 127.0.0.1 --save "" --dir "$WORK/everysec" --appendonly yes \
-  --loglevel notice >"$WORK/reload.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 600); do grep -q "loaded from append only file" "$WORK/reload.log" && break; sleep 0.1; done
-grep "loaded from append only file" "$WORK/reload.log" | sed 's/.*DB loaded/DB loaded/'
+loadtime() { # server-kind dir port -> seconds
+  local kind=$1 dir=$2 port=$3 log
+  rm -rf "$WORK/load"; cp -a "$dir" "$WORK/load"; log=$WORK/load.log
+  if [ "$kind" = hyperbloom ]; then
+    "$BIN" --port "$port" --bind 127.0.0.1 --save "" --dir "$WORK/load" --appendonly yes --loglevel notice >"$log" 2>&1 &
+  else
+    redis-server "${REDIS_ARGS[@]}" --port "$port" --bind 127.0.0.1 --save "" --dir "$WORK/load" --appendonly yes --loglevel notice >"$log" 2>&1 &
+  fi
+  local pid=$!
+  for _ in $(seq 1200); do grep -q "loaded from append only file" "$log" && break; sleep 0.05; done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  grep -o "loaded from append only file: [0-9.]*" "$log" | awk '{print $NF}'
+}
+echo "load speed (median of $ROUNDS, MB/s = directory size / load time)"
+printf "%-9s %10s %14s %14s %12s %12s %8s\n" dir MB hb_sec redis_sec hb_MB/s redis_MB/s ratio
+for d in always:commands everysec:preamble; do
+  dir=$WORK/${d%%:*}/appendonlydir
+  mb=$(du -sb "$dir" | awk '{printf "%.1f", $1/1e6}')
+  hbs=(); rds=()
+  for round in $(seq "$ROUNDS"); do
+    hbs+=("$(loadtime hyperbloom "$dir" $((P0 + 4)))")
+    rds+=("$(loadtime redis "$dir" $((P0 + 5)))")
+  done
+  hb=$(printf '%s\n' "${hbs[@]}" | median); rd=$(printf '%s\n' "${rds[@]}" | median)
+  awk -v n="${d#*:}" -v mb="$mb" -v hb="$hb" -v rd="$rd" 'BEGIN {
+    printf "%-9s %10s %14s %14s %12.1f %12.1f %8.2f\n", n, mb, hb, rd, mb/hb, mb/rd, rd/hb }'
+  echo "  rounds: hyperbloom ${hbs[*]} ; redis ${rds[*]}"
+done

@@ -48,6 +48,8 @@ if [[ $run_compat == 1 ]]; then
         || missing+=(redis-tools)
     # tests/compat/test_sentinel.py: a real Sentinel fails over hyperbloom.
     command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
+    # tests/aof_fsync.rs watches the server's fdatasync calls through strace.
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     # The PostgreSQL example (examples/postgres_prefilter) creates its own throwaway cluster.
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)

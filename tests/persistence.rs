@@ -399,7 +399,7 @@ fn binary_answers_loading_while_it_loads() {
         filename: "dump.rdb".into(),
         opts: SaveOptions {
             compression: false,
-            checksum: true,
+            ..SaveOptions::default()
         },
     };
     snapshot::write_file(&target, None, |w| snapshot::write_store(w, &store)).unwrap();

@@ -25,7 +25,13 @@ fn config_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let config = ctx.config();
     let mut pairs: Vec<(String, String)> = Vec::new();
     for pattern in &argv[2..] {
+        // Redis's configGetCommand: a name without glob characters is looked up directly (hidden
+        // configs included); a pattern skips the hidden ones.
+        let is_glob = pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
         for d in crate::config::DIRECTIVES {
+            if is_glob && crate::config::hidden_default(d.name).is_some() {
+                continue;
+            }
             if crate::glob::matches(pattern, d.name.as_bytes(), true)
                 && !pairs.iter().any(|(n, _)| n == d.name)
             {

@@ -47,6 +47,9 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     pub rdbcompression: bool,
     pub rdbchecksum: bool,
+    /// `rdb-key-save-delay` (hidden, for tests): microseconds slept per key written by a save or
+    /// an AOF rewrite; negative: 1 µs with probability 1/|n| (Redis's debugDelay).
+    pub rdb_key_save_delay: i32,
     pub stop_writes_on_bgsave_error: bool,
     pub enable_debug_command: String,
     /// `enable-protected-configs`: no, yes or local — who may CONFIG SET the [`PROTECTED`] configs.
@@ -141,6 +144,7 @@ impl Default for Config {
             client_query_buffer_limit: 1024 * 1024 * 1024,
             rdbcompression: true,
             rdbchecksum: true,
+            rdb_key_save_delay: 0,
             stop_writes_on_bgsave_error: true,
             enable_debug_command: "no".into(),
             enable_protected_configs: "no".into(),
@@ -548,6 +552,16 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| yes_no(c.rdbchecksum),
         set: |c, a| {
             c.rdbchecksum = parse_bool(a)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "rdb-key-save-delay",
+        doc: "Testing only: microseconds slept per key a save or rewrite writes (hidden, as in Redis).",
+        mutable: true,
+        get: |c| c.rdb_key_save_delay.to_string(),
+        set: |c, a| {
+            c.rdb_key_save_delay = parse_num(a, i32::MIN as i128, i32::MAX as i128)?;
             Ok(())
         },
     },
@@ -1160,6 +1174,16 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
 
+/// Redis's `HIDDEN_CONFIG`s among [`DIRECTIVES`]: testing knobs that `CONFIG GET` shows only when
+/// asked by their exact name (never for a glob pattern such as `*`), and that `CONFIG REWRITE`
+/// writes only when changed from their default.
+pub const HIDDEN: &[(&str, &str)] = &[("rdb-key-save-delay", "0")];
+
+/// The default of a hidden directive, `None` for a listed one.
+pub fn hidden_default(name: &str) -> Option<&'static str> {
+    HIDDEN.iter().find(|(n, _)| *n == name).map(|(_, d)| *d)
+}
+
 pub fn find(name: &str) -> Option<&'static Directive> {
     let name = ALIASES
         .iter()
@@ -1334,6 +1358,9 @@ impl Config {
                 continue;
             }
             let v = (d.get)(self);
+            if hidden_default(d.name) == Some(v.as_str()) {
+                continue;
+            }
             out.push_str(d.name);
             out.push(' ');
             out.push_str(&quote(&v));

@@ -968,10 +968,7 @@ impl BaseJob {
             rdb: c.aof_use_rdb_preamble,
             timestamps: c.aof_timestamp_enabled,
             incremental_fsync: c.aof_rewrite_incremental_fsync,
-            opts: SaveOptions {
-                compression: c.rdbcompression,
-                checksum: c.rdbchecksum,
-            },
+            opts: SaveOptions::from_config(&c),
             snaps,
         }
     }
@@ -1195,7 +1192,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
                 w.write_all(ts.as_bytes())?;
                 size += ts.len() as u64;
             }
-            size + write_commands(&mut w, &job.snaps)?
+            size + write_commands(&mut w, &job.snaps, job.opts.key_save_delay)?
         };
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.file.sync_all()?;
@@ -1214,7 +1211,13 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
 /// key `SET` for strings (HLLs included), `BF.LOADCHUNK`/`CF.LOADCHUNK` chunk by chunk for filters
 /// (what RedisBloom's AOF rewrite callbacks emit), `RESTORE key 0 <payload>` for the other module
 /// types, and `PEXPIREAT` for a TTL.
-pub fn write_commands<W: Write>(w: &mut W, snaps: &[(usize, DbSnapshot)]) -> std::io::Result<u64> {
+///
+/// `key_save_delay` is `rdb-key-save-delay`, a pause per key as in Redis's rewrite (tests only).
+pub fn write_commands<W: Write>(
+    w: &mut W,
+    snaps: &[(usize, DbSnapshot)],
+    key_save_delay: i32,
+) -> std::io::Result<u64> {
     let mut out = Vec::with_capacity(64 * 1024);
     let mut total = 0u64;
     let flush = |out: &mut Vec<u8>, w: &mut W, total: &mut u64| -> std::io::Result<()> {
@@ -1226,6 +1229,9 @@ pub fn write_commands<W: Write>(w: &mut W, snaps: &[(usize, DbSnapshot)]) -> std
     for (i, snap) in snaps {
         crate::engine::propagate::encode_select(&mut out, *i);
         for (key, value, expire) in snap.entries() {
+            if key_save_delay != 0 {
+                crate::persistence::rdb::writer::debug_delay(key_save_delay);
+            }
             match value {
                 Value::Str(s) => encode_command(&mut out, &[b"SET" as &[u8], key, s]),
                 Value::Bloom(bf) => {

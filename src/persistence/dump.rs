@@ -26,7 +26,7 @@ pub fn dump(value: &Value, compression: bool) -> Vec<u8> {
     let mut out = Vec::new();
     let opts = SaveOptions {
         compression,
-        checksum: true,
+        ..SaveOptions::default()
     };
     let mut w = RdbWriter::new(&mut out, opts);
     // Writing into a Vec cannot fail.

@@ -565,7 +565,7 @@ mod tests {
                 }
             }
             let mut out = Vec::new();
-            let opts = rdb::SaveOptions { compression, checksum: true };
+            let opts = rdb::SaveOptions { compression, ..Default::default() };
             let mut w = rdb::RdbWriter::new(&mut out, opts);
             w.header(0, 0).unwrap();
             snapshot::write_store(&mut w, &store).unwrap();

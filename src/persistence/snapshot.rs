@@ -66,10 +66,7 @@ impl Target {
         Target {
             dir: PathBuf::from(&c.dir),
             filename: c.dbfilename.clone(),
-            opts: SaveOptions {
-                compression: c.rdbcompression,
-                checksum: c.rdbchecksum,
-            },
+            opts: SaveOptions::from_config(&c),
         }
     }
 

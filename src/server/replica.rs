@@ -40,10 +40,7 @@ pub async fn serve(
         (
             c.repl_backlog_size as usize,
             c.repl_diskless_sync,
-            SaveOptions {
-                compression: c.rdbcompression,
-                checksum: c.rdbchecksum,
-            },
+            SaveOptions::from_config(&c),
             c.dir.clone(),
         )
     };

@@ -26,6 +26,8 @@ pub struct SaveOptions {
     pub compression: bool,
     /// `rdbchecksum`: write the CRC-64 (zeroes otherwise).
     pub checksum: bool,
+    /// `rdb-key-save-delay`: a pause per key record ([`debug_delay`]); 0 in production.
+    pub key_save_delay: i32,
 }
 
 impl Default for SaveOptions {
@@ -33,7 +35,44 @@ impl Default for SaveOptions {
         SaveOptions {
             compression: true,
             checksum: true,
+            key_save_delay: 0,
         }
+    }
+}
+
+impl SaveOptions {
+    /// The options of a save (BGSAVE, SAVE, AOF rewrite, full sync) as configured when it starts.
+    pub fn from_config(c: &crate::config::Config) -> SaveOptions {
+        SaveOptions {
+            compression: c.rdbcompression,
+            checksum: c.rdbchecksum,
+            key_save_delay: c.rdb_key_save_delay,
+        }
+    }
+}
+
+/// Redis's `debugDelay`, applied per key by `rdb-key-save-delay` so that tests can hold a save or a
+/// rewrite open: `usec > 0` sleeps that many microseconds; `usec < 0` sleeps 1 µs with probability
+/// 1/|usec| (shorter sleeps than a syscall allows, on average). Only ever called on a save's own
+/// thread (or under SAVE's lock, which blocks the server exactly as Redis's SAVE does).
+pub fn debug_delay(usec: i32) {
+    let usec = if usec < 0 {
+        // A cheap per-thread xorshift is enough for "1 in n".
+        thread_local!(static STATE: std::cell::Cell<u64> = const { std::cell::Cell::new(0x9E37_79B9_7F4A_7C15) });
+        let r = STATE.with(|s| {
+            let mut x = s.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.set(x);
+            x
+        });
+        u64::from(r.is_multiple_of(u64::from(usec.unsigned_abs())))
+    } else {
+        usec as u64
+    };
+    if usec > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(usec));
     }
 }
 
@@ -43,6 +82,7 @@ pub struct RdbWriter<W: Write> {
     crc: crc64::Crc64Digest,
     checksum: bool,
     compression: bool,
+    key_save_delay: i32,
     written: u64,
 }
 
@@ -53,6 +93,7 @@ impl<W: Write> RdbWriter<W> {
             crc: crc64::digest(),
             checksum: opts.checksum,
             compression: opts.compression,
+            key_save_delay: opts.key_save_delay,
             written: 0,
         }
     }
@@ -159,6 +200,9 @@ impl<W: Write> RdbWriter<W> {
         value: &Value,
         expire_ms: Option<u64>,
     ) -> std::io::Result<()> {
+        if self.key_save_delay != 0 {
+            debug_delay(self.key_save_delay);
+        }
         if let Some(t) = expire_ms {
             self.byte(OP_EXPIRETIME_MS)?;
             self.raw(&(t as i64).to_le_bytes())?;
