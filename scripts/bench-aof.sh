@@ -115,7 +115,7 @@ for s in always everysec; do redis-cli -p ${PORT[$s]} SHUTDOWN NOSAVE >/dev/null
 sleep 0.5
 loadtime() { # server-kind dir port -> seconds
   local kind=$1 dir=$2 port=$3 log
-  rm -rf "$WORK/load"; cp -a "$dir" "$WORK/load"; log=$WORK/load.log
+  rm -rf "$WORK/load"; mkdir -p "$WORK/load"; cp -a "$dir" "$WORK/load/appendonlydir"; log=$WORK/load.log
   if [ "$kind" = hyperbloom ]; then
     "$BIN" --port "$port" --bind 127.0.0.1 --save "" --dir "$WORK/load" --appendonly yes --loglevel notice >"$log" 2>&1 &
   else
