@@ -58,6 +58,7 @@ use tokio::net::{TcpListener, TcpSocket};
 pub mod connection;
 pub mod link;
 pub mod replica;
+pub mod timer;
 
 use crate::config::Config;
 use crate::engine::ClientHandle;
@@ -233,7 +234,7 @@ where
         if shared.clients().is_empty() {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        timer::sleep(Duration::from_millis(10)).await;
     }
     tracing::info!("hyperbloom is now ready to exit, bye bye...");
 }
@@ -246,7 +247,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                timer::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
@@ -318,11 +319,15 @@ async fn cron(shared: Arc<Shared>) {
     let mut last_second = 0u64;
     loop {
         let hz = shared.config().hz.max(1);
-        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        timer::sleep(Duration::from_millis(1000 / hz as u64)).await;
         let now = crate::commands::now_ms();
         if now / 1000 != last_second {
             last_second = now / 1000;
             replica::cron(&shared, last_second);
+        }
+        let idle_timeout = shared.config().timeout;
+        if idle_timeout > 0 {
+            close_idle_clients(&shared, idle_timeout, now);
         }
         {
             let mut engine = shared.engine();
@@ -364,6 +369,39 @@ async fn cron(shared: Arc<Shared>) {
         }
         crate::persistence::cron(&shared);
         crate::persistence::aof::cron(&shared);
+    }
+}
+
+/// The `timeout` directive, as Redis's `clientsCronHandleTimeout`: a client that neither sent nor
+/// received a byte for more than `timeout` whole seconds is closed, except replicas, the link to
+/// our primary, MONITOR clients, pub/sub subscribers and clients blocked in WAIT. Checked by the
+/// cron (`hz` times a second) rather than by a timer on every read, which would put the time
+/// driver back on the per-request path (`server::timer`); like Redis, a client is closed between
+/// `timeout` and `timeout` + 1 seconds after its last interaction.
+fn close_idle_clients(shared: &Shared, timeout: u64, now_ms: u64) {
+    let now = now_ms / 1000;
+    let idle: Vec<Arc<ClientHandle>> = shared
+        .clients()
+        .values()
+        .filter(|h| {
+            now.saturating_sub(h.last_active_ms.load(Ordering::Relaxed) / 1000) > timeout
+                && !h.is_replica.load(Ordering::Relaxed)
+                && !h.is_master.load(Ordering::Relaxed)
+                && !h.blocked.load(Ordering::Relaxed)
+        })
+        .cloned()
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    let engine = shared.engine();
+    for h in idle {
+        if engine.pubsub.is_subscriber(h.id) || engine.pubsub.monitors.iter().any(|m| m.id == h.id)
+        {
+            continue;
+        }
+        tracing::debug!(id = h.id, "closing idle client");
+        h.kill();
     }
 }
 
