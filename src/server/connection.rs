@@ -189,9 +189,11 @@ pub async fn serve(
                     .stats
                     .net_input_bytes
                     .fetch_add(n as u64, Ordering::Relaxed);
-                let now = commands::now_ms();
-                handle.last_active_ms.store(now, Ordering::Relaxed);
-                round_now = Some(now);
+                let t = std::time::Instant::now();
+                handle
+                    .last_active_ms
+                    .store(super::clock::unix_ms(t), Ordering::Relaxed);
+                round_now = Some(t);
             }
         }
 
@@ -206,7 +208,8 @@ pub async fn serve(
             let mut protocol_error = None;
             // Unauthenticated clients take one request per round so AUTH lifts the limits in time.
             let batch_max = if client.authenticated { usize::MAX } else { 1 };
-            while requests.len() < batch_max && deferred_error.is_none() {
+            // An empty buffer completes no request: no parser call for it.
+            while requests.len() < batch_max && deferred_error.is_none() && !inbuf.is_empty() {
                 match parser.next_request_into(&mut inbuf, &limits, &mut requests.args) {
                     Ok(0) => break,
                     Ok(_) => requests.ends.push(requests.args.len()),
@@ -221,7 +224,8 @@ pub async fn serve(
                 break;
             }
             if !requests.is_empty() {
-                let now = round_now.take().unwrap_or_else(commands::now_ms);
+                let started = round_now.take().unwrap_or_else(std::time::Instant::now);
+                let now = super::clock::unix_ms(started);
                 // A block, so the keyspace guard is provably gone before the commit's await.
                 let (aof_upto, done) = {
                     let mut engine = shared.engine();
@@ -245,14 +249,14 @@ pub async fn serve(
                         .store(argv_bytes(&requests), Ordering::Relaxed);
                     // Pushes published before this batch go out before its replies; pushes a command
                     // sends to this very client go out before that command's reply, as in Redis.
-                    handle.outbox.drain_into(outbuf.tail_mut());
+                    drain_pushes(&handle, &mut outbuf);
                     let mut done = 0;
-                    client.cmd_clock = Some(std::time::Instant::now());
+                    client.cmd_clock = Some(started);
                     for i in 0..requests.len() {
                         let argv = requests.get(i);
                         let reply =
                             commands::dispatch(&shared, &mut engine, &mut client, argv, now);
-                        handle.outbox.drain_into(outbuf.tail_mut());
+                        drain_pushes(&handle, &mut outbuf);
                         outbuf.push_reply(&reply, client.proto);
                         done += 1;
                         if !client.after_reply.is_empty() {
@@ -336,7 +340,7 @@ pub async fn serve(
         }
 
         // ---- write ---------------------------------------------------------------------------
-        handle.outbox.drain_into(outbuf.tail_mut());
+        drain_pushes(&handle, &mut outbuf);
         if handle.killed.load(Ordering::Relaxed) {
             // Killed (CLIENT KILL, or an output buffer limit) while the batch ran: drop what is
             // pending.
@@ -530,6 +534,15 @@ pub async fn serve(
         engine.pubsub.remove_client(handle.id);
     }
     shared.clients().remove(&handle.id);
+}
+
+/// Moves waiting pushes into the output. Checked (one atomic load, inlined) after every reply;
+/// the lock is only taken when something is there.
+#[inline(always)]
+fn drain_pushes(handle: &ClientHandle, outbuf: &mut OutBuf) {
+    if handle.outbox.pending() > 0 {
+        handle.outbox.drain_into(outbuf.tail_mut());
+    }
 }
 
 /// True when the connection must end now: CLIENT KILL (or an output limit) closed it, or the server

@@ -55,6 +55,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket};
 
+pub mod clock;
 pub mod connection;
 pub mod link;
 pub mod replica;
@@ -242,6 +243,7 @@ where
 const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    clock::calibrate();
     loop {
         let (mut stream, addr) = match listener.accept().await {
             Ok(x) => x,
@@ -320,6 +322,7 @@ async fn cron(shared: Arc<Shared>) {
     loop {
         let hz = shared.config().hz.max(1);
         timer::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        clock::calibrate();
         let now = crate::commands::now_ms();
         if now / 1000 != last_second {
             last_second = now / 1000;
