@@ -6,7 +6,9 @@
 //! Concurrency design: one tokio task per connection, on a multi-threaded runtime on machines with
 //! more than two CPUs and on a current-thread runtime (one thread, as Redis) up to two, where a
 //! second worker only adds futex wake-ups while the client takes the other core (`main.rs`,
-//! `default_runtime`, chosen by measurement; `HYPERBLOOM_WORKERS` overrides). The keyspace is a
+//! `default_runtime`, chosen by measurement; `HYPERBLOOM_WORKERS` overrides). That runtime has no
+//! time driver, which would run on every park, i.e. once per request at `-P 1`: the few timers live
+//! on a timer thread (`timer`), and the `timeout` directive is the cron's. The keyspace is a
 //! single `Mutex<Engine>`. A connection decodes every complete request in its buffer, takes the lock
 //! once, executes the whole batch and releases it before writing. So multi-key commands and EXEC are
 //! atomic for free, no lock is held across an `.await`, and pipelined clients pay for one lock per
