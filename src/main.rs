@@ -76,15 +76,19 @@ fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
         Some(n) if n.parse::<usize>().is_ok_and(|n| n >= 1) => Some(n.parse().unwrap_or(1)),
         _ => default_runtime(cores),
     };
-    match workers {
+    // The I/O driver only: the time driver would run on every park, i.e. once per request at
+    // `-P 1`; the server's few timers live on a thread of their own (`server::timer`).
+    let runtime = match workers {
         None => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
+            .enable_io()
+            .build()?,
         Some(n) => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(n)
-            .enable_all()
-            .build(),
-    }
+            .enable_io()
+            .build()?,
+    };
+    hyperbloom::server::timer::install()?;
+    Ok(runtime)
 }
 
 /// Worker threads when `HYPERBLOOM_WORKERS` is not set; `None` = a current-thread runtime.

@@ -328,3 +328,64 @@ fn an_idle_connection_wakes_for_a_kill_and_for_a_push() {
         b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nagain\r\n"
     );
 }
+
+/// The `timeout` directive, on the real binary (whose runtime has no time driver: the cron
+/// closes idle clients, `server::close_idle_clients`). As Redis's `clientsCronHandleTimeout`: an
+/// idle client is closed once more than `timeout` whole seconds passed since its last read or
+/// write; a client that keeps talking, a subscriber, a MONITOR client and a client blocked in WAIT
+/// are not.
+#[test]
+fn timeout_closes_idle_clients_only() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let dir = common::tempdir("idle-timeout");
+    let (mut child, addr) = common::spawn_binary_with(&dir, "", &["--timeout", "1"]);
+    let mut idle = common::connect_when_ready(addr);
+    let started = Instant::now();
+    let mut busy = common::RawConn::connect(addr);
+    let mut sub = common::RawConn::connect(addr);
+    let mut monitor = common::RawConn::connect(addr);
+    let mut waiter = common::RawConn::connect(addr);
+    assert_eq!(idle.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        sub.cmd_str(&["SUBSCRIBE", "ch"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+    );
+    assert_eq!(monitor.cmd_str(&["MONITOR"]), b"+OK\r\n");
+    // No replica: WAIT blocks for its whole 3.5 s timeout, past the idle timeout.
+    waiter.send(&[b"WAIT", b"1", b"3500"]);
+    idle.stream
+        .set_read_timeout(Some(Duration::from_millis(150)))
+        .unwrap();
+    let mut chunk = [0u8; 64];
+    let closed_after = loop {
+        assert_eq!(busy.cmd_str(&["PING"]), b"+PONG\r\n");
+        match idle.stream.read(&mut chunk) {
+            Ok(0) => break started.elapsed(),
+            Ok(n) => panic!("unexpected bytes {:?}", &chunk[..n]),
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the idle client was not closed"
+        );
+    };
+    assert!(closed_after > Duration::from_secs(1), "{closed_after:?}");
+    // Past another full timeout, the others are all still served.
+    let until = Instant::now() + Duration::from_millis(2200);
+    while Instant::now() < until {
+        assert_eq!(busy.cmd_str(&["PING"]), b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert_eq!(waiter.read_reply(), b":0\r\n");
+    assert_eq!(busy.cmd_str(&["PUBLISH", "ch", "hi"]), b":1\r\n");
+    assert_eq!(
+        sub.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"
+    );
+    let line = String::from_utf8(monitor.read_reply()).unwrap();
+    assert!(line.contains("\"WAIT\" \"1\" \"3500\""), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,8 +23,12 @@ pub struct ClientHandle {
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
     pub created: Instant,
-    /// Unix ms of the last command (for idle and `timeout`).
+    /// Unix ms of the last read or write on the socket (CLIENT LIST `idle`, the `timeout`
+    /// directive): Redis's `lastinteraction`.
     pub last_active_ms: AtomicU64,
+    /// In a blocking command (WAIT): exempt from the `timeout` directive, as Redis's blocked
+    /// clients.
+    pub blocked: AtomicBool,
     pub db: AtomicUsize,
     pub name: Mutex<Option<Bytes>>,
     pub lib_name: Mutex<Option<Bytes>>,
@@ -74,6 +78,7 @@ impl ClientHandle {
             laddr,
             created: Instant::now(),
             last_active_ms: AtomicU64::new(now_ms()),
+            blocked: AtomicBool::new(false),
             db: AtomicUsize::new(0),
             name: Mutex::new(None),
             lib_name: Mutex::new(None),

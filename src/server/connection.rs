@@ -130,7 +130,7 @@ pub async fn serve(
     let mut read_closed = false;
     // Config values read per request, cached until a CONFIG SET moves the generation.
     let mut config_gen = u64::MAX;
-    let (mut idle_timeout, mut max_bulk_len, mut query_limit) = (0u64, 0usize, 0usize);
+    let (mut max_bulk_len, mut query_limit) = (0usize, 0usize);
     let mut obuf_limits = ObufLimits::default();
     // The output limit of the client's class as of its last batch (normal or pubsub).
     let mut class_limit = obuf_limits.normal;
@@ -145,8 +145,7 @@ pub async fn serve(
         let gen = shared.config_gen.load(Ordering::Acquire);
         if gen != config_gen {
             let c = shared.config();
-            (idle_timeout, max_bulk_len, query_limit) =
-                (c.timeout, c.proto_max_bulk_len, c.client_query_buffer_limit);
+            (max_bulk_len, query_limit) = (c.proto_max_bulk_len, c.client_query_buffer_limit);
             obuf_limits = c.client_obuf_limits;
             config_gen = gen;
         }
@@ -161,21 +160,8 @@ pub async fn serve(
         } else if read_closed {
             Ok(Some(0))
         } else {
-            let read = async {
-                if idle_timeout > 0 {
-                    match tokio::time::timeout(
-                        Duration::from_secs(idle_timeout),
-                        stream.read_buf(&mut inbuf),
-                    )
-                    .await
-                    {
-                        Ok(r) => r.map(Some),
-                        Err(_) => Ok(None),
-                    }
-                } else {
-                    stream.read_buf(&mut inbuf).await.map(Some)
-                }
-            };
+            // No timer here: the `timeout` directive is the cron's (server::close_idle_clients).
+            let read = async { stream.read_buf(&mut inbuf).await.map(Some) };
             // Pub/sub messages and other pushes (those that came while a write waited, too): write
             // them without waiting for a request. A wake-up also comes for a kill or the shutdown,
             // both checked below.
@@ -192,18 +178,22 @@ pub async fn serve(
         if stopping(&handle, &shutdown) {
             break;
         }
+        // The clock is read once per round that read something: for `idle`/`timeout` (Redis's
+        // lastinteraction moves on every read) and for the batch below.
+        let mut round_now = None;
         match n {
             Ok(Some(usize::MAX)) => {}
-            Ok(Some(0)) | Err(_) => break,
-            Ok(None) => {
-                tracing::debug!(id = handle.id, "closing idle client");
-                break;
-            }
+            Ok(Some(0)) | Ok(None) | Err(_) => break,
             Ok(Some(n)) => {
                 shared
                     .stats
                     .net_input_bytes
                     .fetch_add(n as u64, Ordering::Relaxed);
+                let t = std::time::Instant::now();
+                handle
+                    .last_active_ms
+                    .store(super::clock::unix_ms(t), Ordering::Relaxed);
+                round_now = Some(t);
             }
         }
 
@@ -218,7 +208,8 @@ pub async fn serve(
             let mut protocol_error = None;
             // Unauthenticated clients take one request per round so AUTH lifts the limits in time.
             let batch_max = if client.authenticated { usize::MAX } else { 1 };
-            while requests.len() < batch_max && deferred_error.is_none() {
+            // An empty buffer completes no request: no parser call for it.
+            while requests.len() < batch_max && deferred_error.is_none() && !inbuf.is_empty() {
                 match parser.next_request_into(&mut inbuf, &limits, &mut requests.args) {
                     Ok(0) => break,
                     Ok(_) => requests.ends.push(requests.args.len()),
@@ -233,8 +224,8 @@ pub async fn serve(
                 break;
             }
             if !requests.is_empty() {
-                let now = commands::now_ms();
-                handle.last_active_ms.store(now, Ordering::Relaxed);
+                let started = round_now.take().unwrap_or_else(std::time::Instant::now);
+                let now = super::clock::unix_ms(started);
                 // A block, so the keyspace guard is provably gone before the commit's await.
                 let (aof_upto, done) = {
                     let mut engine = shared.engine();
@@ -258,14 +249,14 @@ pub async fn serve(
                         .store(argv_bytes(&requests), Ordering::Relaxed);
                     // Pushes published before this batch go out before its replies; pushes a command
                     // sends to this very client go out before that command's reply, as in Redis.
-                    handle.outbox.drain_into(outbuf.tail_mut());
+                    drain_pushes(&handle, &mut outbuf);
                     let mut done = 0;
-                    client.cmd_clock = Some(std::time::Instant::now());
+                    client.cmd_clock = Some(started);
                     for i in 0..requests.len() {
                         let argv = requests.get(i);
                         let reply =
                             commands::dispatch(&shared, &mut engine, &mut client, argv, now);
-                        handle.outbox.drain_into(outbuf.tail_mut());
+                        drain_pushes(&handle, &mut outbuf);
                         outbuf.push_reply(&reply, client.proto);
                         done += 1;
                         if !client.after_reply.is_empty() {
@@ -349,7 +340,7 @@ pub async fn serve(
         }
 
         // ---- write ---------------------------------------------------------------------------
-        handle.outbox.drain_into(outbuf.tail_mut());
+        drain_pushes(&handle, &mut outbuf);
         if handle.killed.load(Ordering::Relaxed) {
             // Killed (CLIENT KILL, or an output buffer limit) while the batch ran: drop what is
             // pending.
@@ -402,6 +393,7 @@ pub async fn serve(
                     r = wr.write(outbuf.front()) => match r {
                         Ok(0) | Err(_) => break 'conn,
                         Ok(n) => {
+                            handle.last_active_ms.store(commands::now_ms(), Ordering::Relaxed);
                             let left = sent(&mut outbuf, n, &shared, &handle);
                             if limited {
                                 let pending = left + handle.outbox.pending();
@@ -429,6 +421,7 @@ pub async fn serve(
                     r = rd.read_buf(&mut inbuf), if can_read => match r {
                         Ok(0) | Err(_) => read_closed = true,
                         Ok(n) => {
+                            handle.last_active_ms.store(commands::now_ms(), Ordering::Relaxed);
                             read_while_writing = true;
                             shared
                                 .stats
@@ -437,7 +430,7 @@ pub async fn serve(
                             publish_input(&handle, &inbuf);
                         }
                     },
-                    _ = tokio::time::sleep(Duration::from_millis(sleep_ms)), if deadline.is_some() => {
+                    _ = super::timer::sleep(Duration::from_millis(sleep_ms)), if deadline.is_some() => {
                         let pending = outbuf.len() + handle.outbox.pending();
                         let now_s = commands::now_ms() / 1000;
                         if handle.output_limit_reached(&class_limit, pending, now_s) {
@@ -506,9 +499,14 @@ pub async fn serve(
                 timeout_ms,
                 offset,
             }) => {
+                handle.blocked.store(true, Ordering::Relaxed);
                 let n =
                     super::replica::wait_acks(&shared, &handle, numreplicas, timeout_ms, offset)
                         .await;
+                handle.blocked.store(false, Ordering::Relaxed);
+                handle
+                    .last_active_ms
+                    .store(commands::now_ms(), Ordering::Relaxed);
                 crate::protocol::Reply::Int(n as i64).encode(client.proto, outbuf.tail_mut());
                 if write_out(&mut stream, &mut outbuf).await.is_err() {
                     break;
@@ -536,6 +534,15 @@ pub async fn serve(
         engine.pubsub.remove_client(handle.id);
     }
     shared.clients().remove(&handle.id);
+}
+
+/// Moves waiting pushes into the output. Checked (one atomic load, inlined) after every reply;
+/// the lock is only taken when something is there.
+#[inline(always)]
+fn drain_pushes(handle: &ClientHandle, outbuf: &mut OutBuf) {
+    if handle.outbox.pending() > 0 {
+        handle.outbox.drain_into(outbuf.tail_mut());
+    }
 }
 
 /// True when the connection must end now: CLIENT KILL (or an output limit) closed it, or the server

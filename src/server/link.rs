@@ -47,7 +47,7 @@ pub async fn supervisor(shared: Arc<Shared>) {
         }
         set_link_state(&shared, generation, "connect");
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = super::timer::sleep(Duration::from_secs(1)) => {}
             _ = target.changed() => {}
             _ = shutdown.wait_for(|v| *v) => return,
         }
@@ -83,7 +83,7 @@ impl Link {
     }
 
     async fn fill(&mut self) -> Result<(), String> {
-        match tokio::time::timeout(self.timeout, self.stream.read_buf(&mut self.buf)).await {
+        match super::timer::timeout(self.timeout, self.stream.read_buf(&mut self.buf)).await {
             Ok(Ok(0)) => Err("connection closed by the primary".into()),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
@@ -137,7 +137,7 @@ async fn run_link(
     };
     set_link_state(shared, generation, "connecting");
     tracing::info!("Connecting to MASTER {host}:{port}");
-    let stream = tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port)))
+    let stream = super::timer::timeout(timeout, TcpStream::connect((host.as_str(), port)))
         .await
         .map_err(|_| "timeout connecting to the primary".to_string())?
         .map_err(|e| e.to_string())?;
@@ -427,7 +427,7 @@ async fn apply_loop(
     };
     // The first ACK at once: a primary that sent a diskless snapshot waits for it.
     send_ack(shared, stream).await?;
-    let mut ack = tokio::time::interval(Duration::from_secs(1));
+    let mut ack = super::timer::interval(Duration::from_secs(1));
     let mut target = shared.repl_target.subscribe();
     let mut last_io = tokio::time::Instant::now();
     let mut acks: Vec<u64> = Vec::new();
@@ -493,7 +493,7 @@ async fn apply_loop(
                 }
             }
             _ = ack.tick() => send_ack(shared, stream).await?,
-            _ = tokio::time::sleep_until(last_io + timeout) => {
+            _ = super::timer::sleep_until(last_io + timeout) => {
                 return Err("MASTER timeout: no data nor PING received".into());
             }
             _ = target.changed() => {

@@ -6,7 +6,9 @@
 //! Concurrency design: one tokio task per connection, on a multi-threaded runtime on machines with
 //! more than two CPUs and on a current-thread runtime (one thread, as Redis) up to two, where a
 //! second worker only adds futex wake-ups while the client takes the other core (`main.rs`,
-//! `default_runtime`, chosen by measurement; `HYPERBLOOM_WORKERS` overrides). The keyspace is a
+//! `default_runtime`, chosen by measurement; `HYPERBLOOM_WORKERS` overrides). That runtime has no
+//! time driver, which would run on every park, i.e. once per request at `-P 1`: the few timers live
+//! on a timer thread (`timer`), and the `timeout` directive is the cron's. The keyspace is a
 //! single `Mutex<Engine>`. A connection decodes every complete request in its buffer, takes the lock
 //! once, executes the whole batch and releases it before writing. So multi-key commands and EXEC are
 //! atomic for free, no lock is held across an `.await`, and pipelined clients pay for one lock per
@@ -55,9 +57,11 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket};
 
+pub mod clock;
 pub mod connection;
 pub mod link;
 pub mod replica;
+pub mod timer;
 
 use crate::config::Config;
 use crate::engine::ClientHandle;
@@ -233,7 +237,7 @@ where
         if shared.clients().is_empty() {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        timer::sleep(Duration::from_millis(10)).await;
     }
     tracing::info!("hyperbloom is now ready to exit, bye bye...");
 }
@@ -241,12 +245,13 @@ where
 const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    clock::calibrate();
     loop {
         let (mut stream, addr) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                timer::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
@@ -318,11 +323,16 @@ async fn cron(shared: Arc<Shared>) {
     let mut last_second = 0u64;
     loop {
         let hz = shared.config().hz.max(1);
-        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        timer::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        clock::calibrate();
         let now = crate::commands::now_ms();
         if now / 1000 != last_second {
             last_second = now / 1000;
             replica::cron(&shared, last_second);
+        }
+        let idle_timeout = shared.config().timeout;
+        if idle_timeout > 0 {
+            close_idle_clients(&shared, idle_timeout, now);
         }
         {
             let mut engine = shared.engine();
@@ -364,6 +374,39 @@ async fn cron(shared: Arc<Shared>) {
         }
         crate::persistence::cron(&shared);
         crate::persistence::aof::cron(&shared);
+    }
+}
+
+/// The `timeout` directive, as Redis's `clientsCronHandleTimeout`: a client that neither sent nor
+/// received a byte for more than `timeout` whole seconds is closed, except replicas, the link to
+/// our primary, MONITOR clients, pub/sub subscribers and clients blocked in WAIT. Checked by the
+/// cron (`hz` times a second) rather than by a timer on every read, which would put the time
+/// driver back on the per-request path (`server::timer`); like Redis, a client is closed between
+/// `timeout` and `timeout` + 1 seconds after its last interaction.
+fn close_idle_clients(shared: &Shared, timeout: u64, now_ms: u64) {
+    let now = now_ms / 1000;
+    let idle: Vec<Arc<ClientHandle>> = shared
+        .clients()
+        .values()
+        .filter(|h| {
+            now.saturating_sub(h.last_active_ms.load(Ordering::Relaxed) / 1000) > timeout
+                && !h.is_replica.load(Ordering::Relaxed)
+                && !h.is_master.load(Ordering::Relaxed)
+                && !h.blocked.load(Ordering::Relaxed)
+        })
+        .cloned()
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    let engine = shared.engine();
+    for h in idle {
+        if engine.pubsub.is_subscriber(h.id) || engine.pubsub.monitors.iter().any(|m| m.id == h.id)
+        {
+            continue;
+        }
+        tracing::debug!(id = h.id, "closing idle client");
+        h.kill();
     }
 }
 

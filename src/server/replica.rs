@@ -231,7 +231,7 @@ async fn send_from_disk(
     let len = loop {
         tokio::select! {
             r = &mut job => break r.map_err(std::io::Error::other)?,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => stream.write_all(b"\n").await?,
+            _ = super::timer::sleep(Duration::from_secs(1)) => stream.write_all(b"\n").await?,
         }
     };
     let result = async {
@@ -301,7 +301,7 @@ async fn wait_first_ack(
                 return Ok(());
             }
         }
-        let n = tokio::time::timeout(timeout, stream.read_buf(inbuf))
+        let n = super::timer::timeout(timeout, stream.read_buf(inbuf))
             .await
             .map_err(|_| std::io::Error::other("timeout waiting for the replica's first ACK"))??;
         if n == 0 {
@@ -414,7 +414,7 @@ async fn stream_loop(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(last_heard + Duration::from_secs(timeout)) => {
+            _ = super::timer::sleep_until(last_heard + Duration::from_secs(timeout)) => {
                 return Err(std::io::Error::other("timeout: no ACK from the replica"));
             }
             _ = handle.kill.notified() => return Ok(()),
@@ -463,7 +463,7 @@ pub async fn wait_acks(
         }
         let sleep = async {
             match deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
+                Some(d) => super::timer::sleep_until(d).await,
                 None => std::future::pending().await,
             }
         };
