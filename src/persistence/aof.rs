@@ -976,7 +976,8 @@ impl BaseJob {
         }
     }
 
-    fn write(&self) -> Result<u64, String> {
+    /// Writes the base, letting go of the snapshot segment by segment as it goes.
+    fn write(&mut self) -> Result<u64, String> {
         write_base_file(self)
     }
 }
@@ -1009,7 +1010,7 @@ fn start_offline_rewrite(
 /// files of `old` that the new manifest no longer names are deleted.
 fn spawn_base_writer(
     shared: &Shared,
-    base: BaseJob,
+    mut base: BaseJob,
     incr: Option<ManifestEntry>,
     old: Option<Manifest>,
 ) -> Result<(), String> {
@@ -1162,7 +1163,7 @@ impl Write for AutoSync {
 
 /// Writes the base to a temp file, fsyncs it and renames it into place (then fsyncs the
 /// directory). Returns its size.
-fn write_base_file(job: &BaseJob) -> Result<u64, String> {
+fn write_base_file(job: &mut BaseJob) -> Result<u64, String> {
     let path = job.paths.dir.join(&job.name);
     let tmp = job
         .paths
@@ -1183,7 +1184,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
             let mut r = RdbWriter::new(w, job.opts);
             let ctime = crate::engine::now_ms() / 1000;
             r.header_for(ctime, crate::engine::alloc::used_memory() as u64, true)?;
-            snapshot::write_snapshots(&mut r, &job.snaps)?;
+            snapshot::write_snapshots(&mut r, std::mem::take(&mut job.snaps))?;
             let (inner, size) = r.finish()?;
             w = inner;
             size
@@ -1195,7 +1196,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
                 w.write_all(ts.as_bytes())?;
                 size += ts.len() as u64;
             }
-            size + write_commands(&mut w, &job.snaps)?
+            size + write_commands(&mut w, std::mem::take(&mut job.snaps))?
         };
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.file.sync_all()?;
@@ -1214,7 +1215,10 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
 /// key `SET` for strings (HLLs included), `BF.LOADCHUNK`/`CF.LOADCHUNK` chunk by chunk for filters
 /// (what RedisBloom's AOF rewrite callbacks emit), `RESTORE key 0 <payload>` for the other module
 /// types, and `PEXPIREAT` for a TTL.
-pub fn write_commands<W: Write>(w: &mut W, snaps: &[(usize, DbSnapshot)]) -> std::io::Result<u64> {
+pub fn write_commands<W: Write>(
+    w: &mut W,
+    snaps: Vec<(usize, DbSnapshot)>,
+) -> std::io::Result<u64> {
     let mut out = Vec::with_capacity(64 * 1024);
     let mut total = 0u64;
     let flush = |out: &mut Vec<u8>, w: &mut W, total: &mut u64| -> std::io::Result<()> {
@@ -1224,8 +1228,8 @@ pub fn write_commands<W: Write>(w: &mut W, snaps: &[(usize, DbSnapshot)]) -> std
         Ok(())
     };
     for (i, snap) in snaps {
-        crate::engine::propagate::encode_select(&mut out, *i);
-        for (key, value, expire) in snap.entries() {
+        crate::engine::propagate::encode_select(&mut out, i);
+        snap.drain(|key, value, expire| -> std::io::Result<()> {
             match value {
                 Value::Str(s) => encode_command(&mut out, &[b"SET" as &[u8], key, s]),
                 Value::Bloom(bf) => {
@@ -1290,7 +1294,8 @@ pub fn write_commands<W: Write>(w: &mut W, snaps: &[(usize, DbSnapshot)]) -> std
             if out.len() > 1 << 20 {
                 flush(&mut out, w, &mut total)?;
             }
-        }
+            Ok(())
+        })?;
     }
     flush(&mut out, w, &mut total)?;
     Ok(total)

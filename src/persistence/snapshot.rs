@@ -154,20 +154,19 @@ pub fn write_store<W: std::io::Write>(w: &mut RdbWriter<W>, store: &Store) -> st
     Ok(())
 }
 
-/// Writes cloned databases (BGSAVE).
+/// Writes snapshots of databases (BGSAVE, the AOF rewrite's RDB base, a full sync), letting go
+/// of each key table segment as soon as it is written ([`DbSnapshot::drain`]).
 pub fn write_snapshots<W: std::io::Write>(
     w: &mut RdbWriter<W>,
-    dbs: &[(usize, DbSnapshot)],
+    dbs: Vec<(usize, DbSnapshot)>,
 ) -> std::io::Result<()> {
     for (i, snap) in dbs {
         let (keys, expires) = snap.counts();
         if keys == 0 {
             continue;
         }
-        w.select_db(*i, keys, expires)?;
-        for (k, v, exp) in snap.entries() {
-            w.entry(k, v, exp)?;
-        }
+        w.select_db(i, keys, expires)?;
+        snap.drain(|k, v, exp| w.entry(k, v, exp))?;
     }
     Ok(())
 }
@@ -279,8 +278,7 @@ pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused>
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
         .spawn(move || {
-            let result = write_file(&target, Some(&job.cancel), |w| write_snapshots(w, &dbs));
-            drop(dbs);
+            let result = write_file(&target, Some(&job.cancel), |w| write_snapshots(w, dbs));
             *job.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
         });
     if let Err(e) = spawned {

@@ -462,29 +462,60 @@ impl TableSnapshot {
     /// Every entry with its TTL, in no particular order.
     pub fn entries(&self) -> SnapshotIter<'_> {
         SnapshotIter {
-            snap: self,
+            segs: &self.segs,
+            hasher: &self.hasher,
             seg: 0,
             cur: None,
             ahead: None,
         }
     }
 
-    /// Entries, and entries with a TTL.
+    /// Entries, and entries with a TTL (of the segments not yet drained).
     pub fn counts(&self) -> (usize, usize) {
         self.segs
             .iter()
             .fold((0, 0), |(n, e), s| (n + s.map.len(), e + s.expires.len()))
     }
 
-    /// The TTLs of the snapshot's keys.
+    /// The TTLs of the snapshot's keys (of the segments not yet drained).
     pub fn expiries(&self) -> impl Iterator<Item = u64> + '_ {
         self.segs.iter().flat_map(|s| s.expires.iter().map(|e| e.1))
+    }
+
+    /// Walks up to `max` segments through `f` (each entry with its TTL, in no particular order),
+    /// letting go of each segment as soon as it is walked; returns whether any are left. The
+    /// writer of a save walks the whole snapshot this way, so a segment it has written is no
+    /// longer shared: a later write to it copies nothing, and a copy the live table already made
+    /// frees the old one here, on the writer's thread (module docs).
+    pub fn drain_some<E>(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        for _ in 0..max {
+            let Some(seg) = self.segs.pop() else {
+                return Ok(false);
+            };
+            let one = [seg];
+            let walk = SnapshotIter {
+                segs: &one,
+                hasher: &self.hasher,
+                seg: 0,
+                cur: None,
+                ahead: None,
+            };
+            for (k, v, ttl) in walk {
+                f(k, v, ttl)?;
+            }
+        }
+        Ok(!self.segs.is_empty())
     }
 }
 
 /// [`TableSnapshot::entries`].
 pub struct SnapshotIter<'a> {
-    snap: &'a TableSnapshot,
+    segs: &'a [Arc<Segment>],
+    hasher: &'a ahash::RandomState,
     seg: usize,
     cur: Option<hashbrown::hash_table::Iter<'a, Entry>>,
     ahead: Option<hashbrown::hash_table::Iter<'a, Entry>>,
@@ -494,9 +525,8 @@ impl<'a> Iterator for SnapshotIter<'a> {
     type Item = (&'a [u8], &'a Value, Option<u64>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let snap = self.snap;
         loop {
-            let seg = snap.segs.get(self.seg)?;
+            let seg = self.segs.get(self.seg)?;
             let cur = self.cur.get_or_insert_with(|| {
                 let mut ahead = seg.map.iter();
                 ahead
@@ -515,7 +545,7 @@ impl<'a> Iterator for SnapshotIter<'a> {
                     let ttl = if seg.expires.is_empty() {
                         None
                     } else {
-                        seg.expiry(snap.hasher.hash_one(k), k)
+                        seg.expiry(self.hasher.hash_one(k), k)
                     };
                     return Some((k, e.value(), ttl));
                 }
