@@ -57,7 +57,6 @@
 //! reservations and un-counts its originals' ([`Value::uncount_reservations`]): the total stays
 //! what it was.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -82,13 +81,10 @@ const SEG_SHIFT: u32 = 24;
 /// shrinking holds the lock.
 const MERGE_BUDGET: usize = 16 * SEG_KEYS;
 
-/// Entries copied by writes to segments a snapshot held, process-wide (logged when a save ends,
-/// as Redis logs the memory its child's copy-on-write cost).
-static COPIED: AtomicU64 = AtomicU64::new(0);
-
-/// [`COPIED`]: compare two readings.
+/// Entries copied by writes to entries a snapshot shared, process-wide (logged when a save
+/// ends, as Redis logs the memory its child's copy-on-write cost): compare two readings.
 pub fn entries_copied() -> u64 {
-    COPIED.load(Ordering::Relaxed)
+    super::entry::copies()
 }
 
 /// The keys whose hash maps here, and their TTLs. Shared (behind `Arc`) with the snapshots taken
@@ -100,19 +96,15 @@ pub struct Segment {
 }
 
 impl Clone for Segment {
-    /// The copy a write makes of a segment a snapshot holds. The copy is the live one from now on,
-    /// so it counts its filters' reserved bytes and the originals (the snapshot's) stop counting
-    /// them (module docs).
+    /// The copy a write makes of a segment a snapshot holds: its tables, the entries in them
+    /// shared (`store::entry`: a count bumped per entry, no key or value copied). A later change
+    /// to an entry copies that entry alone, and the copy takes over counting a filter's reserved
+    /// bytes then.
     fn clone(&self) -> Segment {
-        let copy = Segment {
+        Segment {
             map: self.map.clone(),
             expires: self.expires.clone(),
-        };
-        for e in self.map.iter() {
-            e.value().uncount_reservations();
         }
-        COPIED.fetch_add(self.map.len() as u64, Ordering::Relaxed);
-        copy
     }
 }
 
