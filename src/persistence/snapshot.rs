@@ -13,8 +13,10 @@
 //! fork is unsafe, so it builds the copy-on-write snapshot itself, at two levels:
 //! - the key table of each database is a list of segments behind `Arc` (`store::keytable`):
 //!   [`take`] clones the list under the keyspace lock — O(keys / 128) count increments, no key
-//!   copied — and a write that follows copies the one segment it touches (a few hundred entries)
-//!   while a snapshot still holds it;
+//!   copied — and a write that follows copies the one segment it touches (a few hundred
+//!   pointers, the entries shared behind a count; a changed entry is copied alone) while a
+//!   snapshot still holds it. The writer lets go of each segment once it has written it
+//!   ([`write_snapshots`], `DbSnapshot::drain`), so a write to it afterwards copies nothing;
 //! - a filter's bit array lives in `Arc` pages, so copying its segment copies its page table, and
 //!   a later add copies one page.
 //!

@@ -19,26 +19,39 @@
 //!   increments under the lock, about 8 000 for a million keys (0.1-0.4 ms measured); nothing
 //!   per key.
 //! - **Write**: every path that changes a segment goes through [`Arc::make_mut`]. While a snapshot
-//!   holds the segment, that clones it first (its entries, their values — strings copied, filters
-//!   sharing their pages as before — and its TTLs): at most ~[`SEG_KEYS`] entries, tens of
-//!   microseconds, once per segment per snapshot. A write to a segment no snapshot holds costs
-//!   one uncontended compare-exchange on its count.
-//! - **Consistency** follows from the types: a segment behind a shared `Arc` is reachable only
-//!   through `&`, so nothing can change what a snapshot sees; it is exactly the table at the
-//!   instant of [`KeyTable::snapshot`], whatever comes after (writes, deletions, expiry, growth,
-//!   FLUSHDB, SWAPDB, MOVE). No write path needs a hook, and none can forget one.
-//! - **Memory**: like a fork's pages, a segment is duplicated only if written while a snapshot is
-//!   alive; the snapshot's thread frees the old copies when it is done with them.
+//!   holds the segment, that clones it first: its two tables, with the entries in them *shared*
+//!   (`store::entry`: each block carries a holder count, so the copy is ~[`SEG_KEYS`] pointer
+//!   copies and count increments, one table allocation, no key or value copied). The first
+//!   change to an entry still shared copies that one entry (strings copied, filters sharing their
+//!   pages as before). A write to a segment no snapshot holds costs one uncontended
+//!   compare-exchange on its count, and one load of the entry's count.
+//! - **Consistency** follows from the types: a segment behind a shared `Arc`, and an entry whose
+//!   count is above one, are reachable only through `&`, so nothing can change what a snapshot
+//!   sees; it is exactly the table at the instant of [`KeyTable::snapshot`], whatever comes after
+//!   (writes, deletions, expiry, growth, FLUSHDB, SWAPDB, MOVE). No write path needs a hook, and
+//!   none can forget one.
+//! - **Release**: a save's writer walks its snapshot with [`TableSnapshot::drain_some`], dropping
+//!   each segment once written. A later write to a segment already written copies nothing, and
+//!   the writer's thread, not the event loop, lets go of the old copy (count decrements; it frees
+//!   only the entries the live table replaced meanwhile).
+//! - **Memory**: like a fork's pages, a segment's table is duplicated only if written while a
+//!   snapshot holds it, and an entry only if it is itself changed.
 //!
-//! # What it still costs (measured, `scripts/bench-snapshot.sh`, 1M keys, 50 writing clients)
-//! The lock is held 0.1-0.8 ms instead of 140-440 ms. But under a write load that touches every
-//! segment, nearly every segment is copied within the first fraction of a second of a save, one
-//! malloc and one cache-missing copy per entry (a forked Redis copies 4 KiB pages in the kernel,
-//! much cheaper per key), and the old copies are freed by the writer thread at the end: the max
-//! latency during a save stays far above the idle one (88-334 ms against 20-35 ms idle, Redis
-//! 7.0.15 10-75 ms, same run, load average ~5). Sharing the entries themselves (a count in each
-//! block, so a segment copy copies pointers and a write copies one entry) is the next step.
-//!
+//! # What it costs (measured, `scripts/bench-snapshot.sh`, 1M keys, 50 writing clients)
+//! The lock is held 0.1-0.8 ms for the snapshot instead of 140-440 ms. Where the stalls came from
+//! (instrumented build, timings per event-loop round, notes/stall.md): when each copy copied its
+//! entries, a uniform write load copied most of them during a save (677 181 of 951 568 keys
+//! for one rewrite, 911 995 for a BGSAVE), and the snapshot's thread then freed the old copies at the end (1.7 s for that
+//! rewrite, 0.67 s for a BGSAVE). While it did, each segment copy on the event loop took 10-67 ms
+//! instead of tens of µs: the copies' ~128 mallocs ran into glibc's main arena filling with the
+//! other thread's frees (the copy's table allocation consolidates them). 62 copies over 3 ms
+//! held the lock 1.42 s in all during that one drop. Sharing the entries removes both the copies
+//! and the frees. Max latency during a save, medians of 3 interleaved rounds, same run, load
+//! average 7-12 (ms): BGSAVE 334 before, 128 with the release alone, 77 with shared entries,
+//! Redis 7.0.15 70; BGREWRITEAOF 314 / 212 / 98, Redis 108; idle 65 / 58 / 93, Redis 72. The
+//! block of a 16-byte key is 52 bytes (was 50), still a 64-byte chunk: 87 B/key for 1M strings
+//! before and after (`scripts/bench_memory.py`, Redis 114-115).
+
 //! # Growth without a stall: linear hashing
 //! A single hash table doubles when full, rehashing every key under the lock (tens of ms per
 //! million keys, one cache miss per entry). Segments instead grow one at a time, by Litwin's
@@ -66,7 +79,7 @@ use super::entry::Entry;
 use super::value::Value;
 
 /// The average number of keys per segment above which a segment is split. A copy-on-write copy
-/// is at most a few times this many entries (tens of µs); the snapshot clones `len / SEG_KEYS`
+/// is at most a few times this many pointers; the snapshot clones `len / SEG_KEYS`
 /// `Arc`s. Chosen between 512, 128 and 64 by `scripts/bench-snapshot.sh`: the lock time grows
 /// as the segments shrink (0.09-0.18, 0.14-0.37, 0.36-0.79 ms per million keys), the latency
 /// under writes did not separate them on this (noisy) machine, and a smaller copy bounds the
