@@ -973,7 +973,8 @@ impl BaseJob {
         }
     }
 
-    fn write(&self) -> Result<u64, String> {
+    /// Writes the base, letting go of the snapshot segment by segment as it goes.
+    fn write(&mut self) -> Result<u64, String> {
         write_base_file(self)
     }
 }
@@ -1006,7 +1007,7 @@ fn start_offline_rewrite(
 /// files of `old` that the new manifest no longer names are deleted.
 fn spawn_base_writer(
     shared: &Shared,
-    base: BaseJob,
+    mut base: BaseJob,
     incr: Option<ManifestEntry>,
     old: Option<Manifest>,
 ) -> Result<(), String> {
@@ -1159,7 +1160,7 @@ impl Write for AutoSync {
 
 /// Writes the base to a temp file, fsyncs it and renames it into place (then fsyncs the
 /// directory). Returns its size.
-fn write_base_file(job: &BaseJob) -> Result<u64, String> {
+fn write_base_file(job: &mut BaseJob) -> Result<u64, String> {
     let path = job.paths.dir.join(&job.name);
     let tmp = job
         .paths
@@ -1180,7 +1181,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
             let mut r = RdbWriter::new(w, job.opts);
             let ctime = crate::engine::now_ms() / 1000;
             r.header_for(ctime, crate::engine::alloc::used_memory() as u64, true)?;
-            snapshot::write_snapshots(&mut r, &job.snaps)?;
+            snapshot::write_snapshots(&mut r, std::mem::take(&mut job.snaps))?;
             let (inner, size) = r.finish()?;
             w = inner;
             size
@@ -1192,7 +1193,11 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
                 w.write_all(ts.as_bytes())?;
                 size += ts.len() as u64;
             }
-            size + write_commands(&mut w, &job.snaps, job.opts.key_save_delay)?
+            size + write_commands(
+                &mut w,
+                std::mem::take(&mut job.snaps),
+                job.opts.key_save_delay,
+            )?
         };
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.file.sync_all()?;
@@ -1215,7 +1220,7 @@ fn write_base_file(job: &BaseJob) -> Result<u64, String> {
 /// `key_save_delay` is `rdb-key-save-delay`, a pause per key as in Redis's rewrite (tests only).
 pub fn write_commands<W: Write>(
     w: &mut W,
-    snaps: &[(usize, DbSnapshot)],
+    snaps: Vec<(usize, DbSnapshot)>,
     key_save_delay: i32,
 ) -> std::io::Result<u64> {
     let mut out = Vec::with_capacity(64 * 1024);
@@ -1227,8 +1232,8 @@ pub fn write_commands<W: Write>(
         Ok(())
     };
     for (i, snap) in snaps {
-        crate::engine::propagate::encode_select(&mut out, *i);
-        for (key, value, expire) in snap.entries() {
+        crate::engine::propagate::encode_select(&mut out, i);
+        snap.drain(|key, value, expire| -> std::io::Result<()> {
             if key_save_delay != 0 {
                 crate::persistence::rdb::writer::debug_delay(key_save_delay);
             }
@@ -1296,7 +1301,8 @@ pub fn write_commands<W: Write>(
             if out.len() > 1 << 20 {
                 flush(&mut out, w, &mut total)?;
             }
-        }
+            Ok(())
+        })?;
     }
     flush(&mut out, w, &mut total)?;
     Ok(total)

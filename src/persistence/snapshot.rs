@@ -13,8 +13,10 @@
 //! fork is unsafe, so it builds the copy-on-write snapshot itself, at two levels:
 //! - the key table of each database is a list of segments behind `Arc` (`store::keytable`):
 //!   [`take`] clones the list under the keyspace lock — O(keys / 128) count increments, no key
-//!   copied — and a write that follows copies the one segment it touches (a few hundred entries)
-//!   while a snapshot still holds it;
+//!   copied — and a write that follows copies the one segment it touches (a few hundred
+//!   pointers, the entries shared behind a count; a changed entry is copied alone) while a
+//!   snapshot still holds it. The writer lets go of each segment once it has written it
+//!   ([`write_snapshots`], `DbSnapshot::drain`), so a write to it afterwards copies nothing;
 //! - a filter's bit array lives in `Arc` pages, so copying its segment copies its page table, and
 //!   a later add copies one page.
 //!
@@ -151,20 +153,19 @@ pub fn write_store<W: std::io::Write>(w: &mut RdbWriter<W>, store: &Store) -> st
     Ok(())
 }
 
-/// Writes cloned databases (BGSAVE).
+/// Writes snapshots of databases (BGSAVE, the AOF rewrite's RDB base, a full sync), letting go
+/// of each key table segment as soon as it is written ([`DbSnapshot::drain`]).
 pub fn write_snapshots<W: std::io::Write>(
     w: &mut RdbWriter<W>,
-    dbs: &[(usize, DbSnapshot)],
+    dbs: Vec<(usize, DbSnapshot)>,
 ) -> std::io::Result<()> {
     for (i, snap) in dbs {
         let (keys, expires) = snap.counts();
         if keys == 0 {
             continue;
         }
-        w.select_db(*i, keys, expires)?;
-        for (k, v, exp) in snap.entries() {
-            w.entry(k, v, exp)?;
-        }
+        w.select_db(i, keys, expires)?;
+        snap.drain(|k, v, exp| w.entry(k, v, exp))?;
     }
     Ok(())
 }
@@ -276,8 +277,7 @@ pub fn start_bgsave(shared: &Shared, store: &Store) -> Result<(), BgsaveRefused>
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
         .spawn(move || {
-            let result = write_file(&target, Some(&job.cancel), |w| write_snapshots(w, &dbs));
-            drop(dbs);
+            let result = write_file(&target, Some(&job.cancel), |w| write_snapshots(w, dbs));
             *job.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
         });
     if let Err(e) = spawned {

@@ -138,7 +138,7 @@ impl Write for ChannelWriter {
 /// a Redis primary adds for replication.
 pub fn write_rdb<W: Write>(
     w: W,
-    dbs: &[(usize, DbSnapshot)],
+    dbs: Vec<(usize, DbSnapshot)>,
     opts: SaveOptions,
     replid: &str,
     offset: u64,

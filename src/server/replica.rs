@@ -173,7 +173,7 @@ fn spawn_writer(
         .name("repl-rdb".into())
         .spawn(move || {
             let w = replication::ChannelWriter::new(tx);
-            if let Err(e) = replication::write_rdb(w, &dbs, opts, &replid, offset) {
+            if let Err(e) = replication::write_rdb(w, dbs, opts, &replid, offset) {
                 tracing::debug!("full-sync snapshot stopped: {e}");
             }
         });
@@ -224,7 +224,7 @@ async fn send_from_disk(
     let mut job = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
         let f = std::fs::File::create(&p)?;
         let w = std::io::BufWriter::with_capacity(1 << 20, f);
-        let w = replication::write_rdb(w, &dbs, opts, &replid, offset)?;
+        let w = replication::write_rdb(w, dbs, opts, &replid, offset)?;
         drop(w);
         Ok(std::fs::metadata(&p)?.len())
     });

@@ -164,6 +164,32 @@ impl DbSnapshot {
     pub fn is_empty(&self) -> bool {
         self.counts().0 == 0
     }
+
+    /// [`DbSnapshot::entries`] through `f`, letting go of each key table segment once walked
+    /// (`TableSnapshot::drain_some`): how a save's writer walks its snapshot. Returns whether
+    /// any segment is left; [`DbSnapshot::counts`] then counts only those.
+    pub fn drain_some<E>(
+        &mut self,
+        max_segments: usize,
+        mut f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        let now = self.now_ms;
+        self.table.drain_some(max_segments, |k, v, ttl| {
+            if ttl.is_none_or(|t| t > now) {
+                f(k, v, ttl)
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    /// Walks every entry through `f` ([`DbSnapshot::drain_some`] to the end).
+    pub fn drain<E>(
+        mut self,
+        f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.drain_some(usize::MAX, f).map(|_| ())
+    }
 }
 
 impl Db {
@@ -1139,8 +1165,9 @@ mod tests {
         use std::collections::BTreeMap;
 
         type Model = BTreeMap<Vec<u8>, (Value, Option<u64>)>;
-        /// A snapshot taken, and the model's live keyspace at that instant.
-        type Taken = (Vec<(usize, DbSnapshot)>, Vec<Model>);
+        /// A snapshot taken, the model's live keyspace at that instant, and what a save's
+        /// writer has walked of it so far (`DbSnapshot::drain_some`), per database.
+        type Taken = (Vec<(usize, DbSnapshot)>, Vec<Model>, Vec<Model>);
 
         #[derive(Debug, Clone)]
         enum Op {
@@ -1161,6 +1188,7 @@ mod tests {
             Snap,
             Check(usize),
             Drop(usize),
+            Drain(usize, usize),
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -1183,6 +1211,7 @@ mod tests {
                 3 => Just(Op::Snap),
                 2 => any::<usize>().prop_map(Op::Check),
                 2 => any::<usize>().prop_map(Op::Drop),
+                3 => (any::<usize>(), 1usize..4).prop_map(|(i, n)| Op::Drain(i, n)),
             ]
         }
 
@@ -1218,9 +1247,15 @@ mod tests {
                 .collect()
         }
 
-        fn check(snap: &[(usize, DbSnapshot)], want: &[Model]) -> Result<(), TestCaseError> {
+        /// The snapshot's segments not yet drained, plus those drained (`drained`, per db), hold
+        /// exactly `want`.
+        fn check(
+            snap: &[(usize, DbSnapshot)],
+            drained: &[Model],
+            want: &[Model],
+        ) -> Result<(), TestCaseError> {
             for (i, w) in want.iter().enumerate() {
-                let got = snap
+                let mut got = snap
                     .iter()
                     .find(|(j, _)| *j == i)
                     .map(|(_, s)| {
@@ -1231,9 +1266,23 @@ mod tests {
                         m
                     })
                     .unwrap_or_default();
+                for (k, v) in drained.get(i).into_iter().flatten() {
+                    prop_assert!(got.insert(k.clone(), v.clone()).is_none(), "walked twice");
+                }
                 prop_assert_eq!(&got, w, "db {}", i);
             }
             Ok(())
+        }
+
+        /// Walks up to `n` segments of each database of `snap` into `drained`, as a save's
+        /// writer does, letting them go.
+        fn drain(snap: &mut [(usize, DbSnapshot)], drained: &mut [Model], n: usize) {
+            for (i, s) in snap.iter_mut() {
+                let _ = s.drain_some(n, |k, v, t| {
+                    assert!(drained[*i].insert(k.to_vec(), (v.clone(), t)).is_none());
+                    Ok::<(), ()>(())
+                });
+            }
         }
 
         proptest! {
@@ -1374,27 +1423,34 @@ mod tests {
                         }
                         Op::Snap => {
                             let want = model.iter().map(|m| live(m, now)).collect();
-                            snaps.push((store.snapshot(), want));
+                            snaps.push((store.snapshot(), want, vec![Model::new(), Model::new()]));
                         }
                         Op::Check(i) if !snaps.is_empty() => {
-                            let (s, want) = &snaps[i % snaps.len()];
-                            check(s, want)?;
+                            let (s, want, drained) = &snaps[i % snaps.len()];
+                            check(s, drained, want)?;
                         }
                         Op::Drop(i) if !snaps.is_empty() => {
-                            let (s, want) = snaps.remove(i % snaps.len());
-                            check(&s, &want)?;
+                            let (s, want, drained) = snaps.remove(i % snaps.len());
+                            check(&s, &drained, &want)?;
                         }
-                        Op::Check(_) | Op::Drop(_) => {}
+                        Op::Drain(i, n) if !snaps.is_empty() => {
+                            let at = i % snaps.len();
+                            let (s, _, drained) = &mut snaps[at];
+                            drain(s, drained, n);
+                        }
+                        Op::Check(_) | Op::Drop(_) | Op::Drain(..) => {}
                     }
                 }
-                for (s, want) in &snaps {
-                    check(s, want)?;
+                for (s, want, drained) in &mut snaps {
+                    check(s, drained, want)?;
+                    drain(s, drained, usize::MAX);
+                    check(s, drained, want)?;
                 }
                 let now_live: Vec<Model> = model.iter().map(|m| live(m, now)).collect();
                 for d in store.dbs.iter_mut() {
                     d.now_ms = now;
                 }
-                check(&store.snapshot(), &now_live)?;
+                check(&store.snapshot(), &[], &now_live)?;
                 for (i, d) in store.dbs.iter().enumerate() {
                     let got: Model = d.entries().map(|(k, v, t)| (k.to_vec(), (v.clone(), t))).collect();
                     prop_assert_eq!(&got, &now_live[i]);
@@ -1403,9 +1459,9 @@ mod tests {
         }
 
         /// A snapshot walked on another thread while this one rewrites, deletes and adds keys in
-        /// every segment: the walker sees the instant of the snapshot only.
-        #[test]
-        fn a_snapshot_walked_on_another_thread_ignores_concurrent_writes() {
+        /// every segment: the walker sees the instant of the snapshot only. `drain`: the walker
+        /// lets each segment go as a save's writer does, racing the writes that copy or reclaim it.
+        fn walked_on_another_thread(drain: bool) {
             let mut db = db_at(0);
             for i in 0..50_000u32 {
                 db.insert(Bytes::from(format!("k{i}")), Value::str(&i.to_le_bytes()));
@@ -1413,7 +1469,7 @@ mod tests {
             let snap = db.snapshot();
             let walker = std::thread::spawn(move || {
                 let mut seen = 0u32;
-                for (k, v, t) in snap.entries() {
+                let mut check = |k: &[u8], v: &Value, t: Option<u64>| {
                     let i: u32 = std::str::from_utf8(&k[1..])
                         .expect("utf8")
                         .parse()
@@ -1424,6 +1480,14 @@ mod tests {
                     );
                     assert_eq!(t, None);
                     seen += 1;
+                    Ok::<(), ()>(())
+                };
+                if drain {
+                    snap.drain(&mut check).expect("walk");
+                } else {
+                    for (k, v, t) in snap.entries() {
+                        check(k, v, t).expect("walk");
+                    }
                 }
                 seen
             });
@@ -1435,6 +1499,25 @@ mod tests {
                 }
             }
             assert_eq!(walker.join().expect("walker"), 50_000);
+            for i in 0..50_000u32 {
+                let want: Option<&[u8]> = match i % 3 {
+                    0 => Some(b"new"),
+                    1 => None,
+                    _ => Some(&i.to_le_bytes()),
+                };
+                let got = db.lookup(format!("k{i}").as_bytes());
+                assert_eq!(got.and_then(|v| v.as_str()).map(|s| &s[..]), want);
+            }
+        }
+
+        #[test]
+        fn a_snapshot_walked_on_another_thread_ignores_concurrent_writes() {
+            walked_on_another_thread(false);
+        }
+
+        #[test]
+        fn a_snapshot_drained_on_another_thread_ignores_concurrent_writes() {
+            walked_on_another_thread(true);
         }
     }
 

@@ -1,4 +1,5 @@
-//! One key and its value in a single allocation, behind an 8-byte pointer.
+//! One key and its value in a single allocation, behind an 8-byte pointer, shared copy-on-write
+//! between the live key table and the snapshots that hold it.
 //!
 //! The main map pays for its slots about twice over (hashbrown grows by doubling at 7/8 load, so
 //! 1M keys sit in 2M buckets), so the slot must be small, and every allocation per key costs a
@@ -6,27 +7,52 @@
 //! pointer (the slot is 8 bytes plus hashbrown's control byte) to one block:
 //!
 //! ```text
-//!  offset 0                 32     33           33+n
-//!  [ Value (32 bytes)      ][enc ][len varint n][key bytes ...]
+//!  offset 0                 32             34     35           35+n
+//!  [ Value (32 bytes)      ][holders u16  ][enc ][len varint n][key bytes ...]
 //! ```
 //! - `Value` first, so it is aligned; a short string lives inside it (`store::string`).
+//! - `holders`: how many key table segments point at the block (an atomic count, as in `Arc`).
+//!   A segment copied for a write while a snapshot holds it (`store::keytable`) copies the 8-byte
+//!   pointers and bumps each count instead of copying every key and value; the first write to
+//!   an entry that is still shared copies that one entry ([`Entry::value_mut`] and every other
+//!   `&mut` access do it). When the snapshot lets go, it only decrements the counts: it frees the
+//!   blocks the live table replaced and nothing else. Two bytes: the holders are the live table
+//!   plus one per snapshot alive; past [`SHARE_MAX`] a clone copies the block instead.
 //! - `enc` is the `OBJECT ENCODING` override code (0 = none): Redis reports strings modified in
 //!   place as `raw` however short, and every HLL is `raw`. Kept here instead of in a side map, and
 //!   changed in place.
 //! - the key length as LEB128 (1 byte up to 127), then the key bytes.
 //!
-//! A 16-byte key with an inline string is a 50-byte block, a 64-byte glibc chunk. The map hashes
+//! A 16-byte key with an inline string is a 52-byte block, a 64-byte glibc chunk (keys up to 20
+//! bytes fit it; before the count, 22). The map hashes
 //! the key bytes; the entry does not cache the hash (rehashing on growth recomputes it, which is
 //! cheap for short keys and keeps the block within its size class).
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU16, AtomicU64, Ordering};
 
 use super::value::Value;
 
 const VALUE_SIZE: usize = std::mem::size_of::<Value>();
-const ENC_OFF: usize = VALUE_SIZE;
+const COUNT_OFF: usize = VALUE_SIZE;
+const ENC_OFF: usize = COUNT_OFF + 2;
 const LEN_OFF: usize = ENC_OFF + 1;
+// The count is an AtomicU16 at COUNT_OFF: the block is aligned for Value, which is at least as
+// aligned as u16, and COUNT_OFF is a multiple of 2.
+const _: () = assert!(std::mem::align_of::<Value>() >= 2 && COUNT_OFF.is_multiple_of(2));
+
+/// Past this many holders a clone copies the block instead of sharing it (the count cannot
+/// overflow: only the live table's thread clones, one count at a time).
+const SHARE_MAX: u16 = 1 << 14;
+
+/// Entries copied because a write reached one that a snapshot shares, process-wide.
+static COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// [`COPIES`]: compare two readings (logged when a save ends).
+pub fn copies() -> u64 {
+    COPIES.load(Ordering::Relaxed)
+}
 
 // An `Entry` is sent between threads with the keyspace; it owns a `Value`.
 const _: () = {
@@ -34,13 +60,17 @@ const _: () = {
     assert_send_sync::<Value>();
 };
 
-/// A key, its encoding override and its value, owned through one thin pointer.
+/// A key, its encoding override and its value, owned through one thin pointer, shared with
+/// the snapshots that hold it (module docs).
 pub struct Entry(NonNull<u8>);
 
-// SAFETY: an `Entry` uniquely owns its block, whose only non-plain content is a `Value`, which is
-// Send + Sync (asserted above); `&Entry` gives only shared access to it.
+// SAFETY: as for `Arc<Value>`: the block is shared between threads only through the atomic
+// holder count, its only non-plain content is a `Value`, which is Send + Sync (asserted above),
+// and it is changed only through `&mut Entry` after `make_unique` saw a count of 1 (with Acquire,
+// pairing with the Release decrement of the last other holder), i.e. when no other thread can
+// reach it.
 unsafe impl Send for Entry {}
-// SAFETY: as above.
+// SAFETY: as above; `&Entry` gives only shared access (reads, and atomic count updates).
 unsafe impl Sync for Entry {}
 
 fn varint_len(mut n: usize) -> usize {
@@ -76,6 +106,7 @@ impl Entry {
         // exactly at the block's size.
         unsafe {
             p.as_ptr().cast::<Value>().write(value);
+            p.as_ptr().add(COUNT_OFF).cast::<u16>().write(1);
             p.as_ptr().add(ENC_OFF).write(enc);
             let mut at = p.as_ptr().add(LEN_OFF);
             let mut n = key.len();
@@ -121,6 +152,39 @@ impl Entry {
         unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(at), len) }
     }
 
+    fn holders(&self) -> &AtomicU16 {
+        // SAFETY: `new` wrote a u16 at COUNT_OFF, aligned (asserted at the constants); after
+        // that it is only accessed atomically, through this reference, while the block lives.
+        unsafe { AtomicU16::from_ptr(self.0.as_ptr().add(COUNT_OFF).cast::<u16>()) }
+    }
+
+    /// True when no snapshot shares the block.
+    #[inline]
+    fn is_unique(&self) -> bool {
+        // Acquire: pairs with the Release decrement of the last other holder, so its reads of
+        // the block happen before any write made after this returns true.
+        self.holders().load(Ordering::Acquire) == 1
+    }
+
+    /// Makes the block this entry's alone before a change: a shared one is copied (the key, the
+    /// code, a clone of the value: strings copied, filters sharing their pages) and the copy
+    /// takes over counting the filter's reserved bytes from the original, which stays with the
+    /// snapshot (`store::pages::Reservation`).
+    #[inline]
+    fn make_unique(&mut self) {
+        if !self.is_unique() {
+            self.copy_out();
+        }
+    }
+
+    #[cold]
+    fn copy_out(&mut self) {
+        let copy = Entry::new(self.key(), self.enc(), self.value().clone());
+        self.value().uncount_reservations();
+        COPIES.fetch_add(1, Ordering::Relaxed);
+        *self = copy;
+    }
+
     /// Asks the CPU to start loading the block's first cache line (value and key length) — a
     /// hint for walks over the whole table, which otherwise stall on one cache miss per key.
     #[inline]
@@ -139,17 +203,23 @@ impl Entry {
         unsafe { &*self.0.as_ptr().cast::<Value>() }
     }
 
+    /// The value for changing (the entry copied first if a snapshot shares it).
+    #[inline]
     pub fn value_mut(&mut self) -> &mut Value {
-        // SAFETY: as in `value`; `&mut self` makes the access unique.
+        self.make_unique();
+        // SAFETY: as in `value`; `&mut self` and a block no one else holds make the access
+        // unique.
         unsafe { &mut *self.0.as_ptr().cast::<Value>() }
     }
 
-    /// The key and its value, for walks that need both.
+    /// The key and its value, for walks that need both (copied first if shared).
     pub fn key_value_mut(&mut self) -> (&[u8], &mut Value) {
+        self.make_unique();
         let (len, at) = self.key_span();
         let base = self.0.as_ptr();
         // SAFETY: the key bytes and the Value are disjoint parts of the block (the key starts
-        // after offset VALUE_SIZE); `&mut self` makes the Value access unique.
+        // after offset VALUE_SIZE); `&mut self` on an unshared block makes the Value access
+        // unique.
         unsafe {
             (
                 std::slice::from_raw_parts(base.add(at), len),
@@ -165,17 +235,26 @@ impl Entry {
     }
 
     pub fn set_enc(&mut self, code: u8) {
-        // SAFETY: as in `enc`; `&mut self` makes the write unique.
+        self.make_unique();
+        // SAFETY: as in `enc`; `&mut self` on an unshared block makes the write unique.
         unsafe { self.0.as_ptr().add(ENC_OFF).write(code) }
     }
 
-    /// Frees the block and returns the value.
+    /// Frees the block and returns the value (a clone, taking over the counting of its
+    /// reserved bytes, if a snapshot shares the block).
     pub fn into_value(self) -> Value {
+        if !self.is_unique() {
+            let v = self.value().clone();
+            self.value().uncount_reservations();
+            COPIES.fetch_add(1, Ordering::Relaxed);
+            return v;
+        }
         let layout = layout(self.key().len());
         let p = self.0;
         std::mem::forget(self);
-        // SAFETY: the Value is moved out exactly once and the block, allocated by `new` with this
-        // layout, is freed without dropping it again (`self` was forgotten).
+        // SAFETY: the block is this entry's alone (checked above); the Value is moved out exactly
+        // once and the block, allocated by `new` with this layout, is freed without dropping it
+        // again (`self` was forgotten).
         unsafe {
             let v = p.as_ptr().cast::<Value>().read();
             alloc::dealloc(p.as_ptr(), layout);
@@ -186,8 +265,15 @@ impl Entry {
 
 impl Drop for Entry {
     fn drop(&mut self) {
+        // As `Arc`: Release so this holder's reads happen before the last holder frees; the
+        // last one's Acquire fence pairs with every earlier decrement.
+        if self.holders().fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
         let layout = layout(self.key().len());
-        // SAFETY: the Value is dropped once, then the block is freed with the layout `new` used.
+        // SAFETY: this was the last holder; the Value is dropped once, then the block is freed
+        // with the layout `new` used.
         unsafe {
             std::ptr::drop_in_place(self.0.as_ptr().cast::<Value>());
             alloc::dealloc(self.0.as_ptr(), layout);
@@ -196,10 +282,22 @@ impl Drop for Entry {
 }
 
 impl Clone for Entry {
-    /// A new block with the same key, code and a clone of the value (a key table segment copied
-    /// for a write while a snapshot holds it: `store::keytable`).
+    /// Another holder of the same block (a key table segment copied for a write while a snapshot
+    /// holds it: `store::keytable`); a change through either copies it first. Past
+    /// [`SHARE_MAX`] holders, a new block whose value takes over the reserved-bytes counting
+    /// (the clone is the live table's, as in `Entry::make_unique`).
     fn clone(&self) -> Entry {
-        Entry::new(self.key(), self.enc(), self.value().clone())
+        // Relaxed, as `Arc::clone`: a new holder is made from an existing one, which keeps the
+        // block alive meanwhile.
+        let before = self.holders().fetch_add(1, Ordering::Relaxed);
+        if before < SHARE_MAX {
+            return Entry(self.0);
+        }
+        self.holders().fetch_sub(1, Ordering::Relaxed);
+        let copy = Entry::new(self.key(), self.enc(), self.value().clone());
+        self.value().uncount_reservations();
+        COPIES.fetch_add(1, Ordering::Relaxed);
+        copy
     }
 }
 

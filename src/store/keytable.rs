@@ -19,26 +19,39 @@
 //!   increments under the lock, about 8 000 for a million keys (0.1-0.4 ms measured); nothing
 //!   per key.
 //! - **Write**: every path that changes a segment goes through [`Arc::make_mut`]. While a snapshot
-//!   holds the segment, that clones it first (its entries, their values — strings copied, filters
-//!   sharing their pages as before — and its TTLs): at most ~[`SEG_KEYS`] entries, tens of
-//!   microseconds, once per segment per snapshot. A write to a segment no snapshot holds costs
-//!   one uncontended compare-exchange on its count.
-//! - **Consistency** follows from the types: a segment behind a shared `Arc` is reachable only
-//!   through `&`, so nothing can change what a snapshot sees; it is exactly the table at the
-//!   instant of [`KeyTable::snapshot`], whatever comes after (writes, deletions, expiry, growth,
-//!   FLUSHDB, SWAPDB, MOVE). No write path needs a hook, and none can forget one.
-//! - **Memory**: like a fork's pages, a segment is duplicated only if written while a snapshot is
-//!   alive; the snapshot's thread frees the old copies when it is done with them.
+//!   holds the segment, that clones it first: its two tables, with the entries in them *shared*
+//!   (`store::entry`: each block carries a holder count, so the copy is ~[`SEG_KEYS`] pointer
+//!   copies and count increments, one table allocation, no key or value copied). The first
+//!   change to an entry still shared copies that one entry (strings copied, filters sharing their
+//!   pages as before). A write to a segment no snapshot holds costs one uncontended
+//!   compare-exchange on its count, and one load of the entry's count.
+//! - **Consistency** follows from the types: a segment behind a shared `Arc`, and an entry whose
+//!   count is above one, are reachable only through `&`, so nothing can change what a snapshot
+//!   sees; it is exactly the table at the instant of [`KeyTable::snapshot`], whatever comes after
+//!   (writes, deletions, expiry, growth, FLUSHDB, SWAPDB, MOVE). No write path needs a hook, and
+//!   none can forget one.
+//! - **Release**: a save's writer walks its snapshot with [`TableSnapshot::drain_some`], dropping
+//!   each segment once written. A later write to a segment already written copies nothing, and
+//!   the writer's thread, not the event loop, lets go of the old copy (count decrements; it frees
+//!   only the entries the live table replaced meanwhile).
+//! - **Memory**: like a fork's pages, a segment's table is duplicated only if written while a
+//!   snapshot holds it, and an entry only if it is itself changed.
 //!
-//! # What it still costs (measured, `scripts/bench-snapshot.sh`, 1M keys, 50 writing clients)
-//! The lock is held 0.1-0.8 ms instead of 140-440 ms. But under a write load that touches every
-//! segment, nearly every segment is copied within the first fraction of a second of a save, one
-//! malloc and one cache-missing copy per entry (a forked Redis copies 4 KiB pages in the kernel,
-//! much cheaper per key), and the old copies are freed by the writer thread at the end: the max
-//! latency during a save stays far above the idle one (88-334 ms against 20-35 ms idle, Redis
-//! 7.0.15 10-75 ms, same run, load average ~5). Sharing the entries themselves (a count in each
-//! block, so a segment copy copies pointers and a write copies one entry) is the next step.
-//!
+//! # What it costs (measured, `scripts/bench-snapshot.sh`, 1M keys, 50 writing clients)
+//! The lock is held 0.1-0.8 ms for the snapshot instead of 140-440 ms. Where the stalls came from
+//! (instrumented build, timings per event-loop round, notes/stall.md): when each copy copied its
+//! entries, a uniform write load copied most of them during a save (677 181 of 951 568 keys
+//! for one rewrite, 911 995 for a BGSAVE), and the snapshot's thread then freed the old copies at the end (1.7 s for that
+//! rewrite, 0.67 s for a BGSAVE). While it did, each segment copy on the event loop took 10-67 ms
+//! instead of tens of µs: the copies' ~128 mallocs ran into glibc's main arena filling with the
+//! other thread's frees (the copy's table allocation consolidates them). 62 copies over 3 ms
+//! held the lock 1.42 s in all during that one drop. Sharing the entries removes both the copies
+//! and the frees. Max latency during a save, medians of 3 interleaved rounds, same run, load
+//! average 7-12 (ms): BGSAVE 334 before, 128 with the release alone, 77 with shared entries,
+//! Redis 7.0.15 70; BGREWRITEAOF 314 / 212 / 98, Redis 108; idle 65 / 58 / 93, Redis 72. The
+//! block of a 16-byte key is 52 bytes (was 50), still a 64-byte chunk: 87 B/key for 1M strings
+//! before and after (`scripts/bench_memory.py`, Redis 114-115).
+
 //! # Growth without a stall: linear hashing
 //! A single hash table doubles when full, rehashing every key under the lock (tens of ms per
 //! million keys, one cache miss per entry). Segments instead grow one at a time, by Litwin's
@@ -57,7 +70,6 @@
 //! reservations and un-counts its originals' ([`Value::uncount_reservations`]): the total stays
 //! what it was.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -67,7 +79,7 @@ use super::entry::Entry;
 use super::value::Value;
 
 /// The average number of keys per segment above which a segment is split. A copy-on-write copy
-/// is at most a few times this many entries (tens of µs); the snapshot clones `len / SEG_KEYS`
+/// is at most a few times this many pointers; the snapshot clones `len / SEG_KEYS`
 /// `Arc`s. Chosen between 512, 128 and 64 by `scripts/bench-snapshot.sh`: the lock time grows
 /// as the segments shrink (0.09-0.18, 0.14-0.37, 0.36-0.79 ms per million keys), the latency
 /// under writes did not separate them on this (noisy) machine, and a smaller copy bounds the
@@ -82,13 +94,10 @@ const SEG_SHIFT: u32 = 24;
 /// shrinking holds the lock.
 const MERGE_BUDGET: usize = 16 * SEG_KEYS;
 
-/// Entries copied by writes to segments a snapshot held, process-wide (logged when a save ends,
-/// as Redis logs the memory its child's copy-on-write cost).
-static COPIED: AtomicU64 = AtomicU64::new(0);
-
-/// [`COPIED`]: compare two readings.
+/// Entries copied by writes to entries a snapshot shared, process-wide (logged when a save
+/// ends, as Redis logs the memory its child's copy-on-write cost): compare two readings.
 pub fn entries_copied() -> u64 {
-    COPIED.load(Ordering::Relaxed)
+    super::entry::copies()
 }
 
 /// The keys whose hash maps here, and their TTLs. Shared (behind `Arc`) with the snapshots taken
@@ -100,19 +109,15 @@ pub struct Segment {
 }
 
 impl Clone for Segment {
-    /// The copy a write makes of a segment a snapshot holds. The copy is the live one from now on,
-    /// so it counts its filters' reserved bytes and the originals (the snapshot's) stop counting
-    /// them (module docs).
+    /// The copy a write makes of a segment a snapshot holds: its tables, the entries in them
+    /// shared (`store::entry`: a count bumped per entry, no key or value copied). A later change
+    /// to an entry copies that entry alone, and the copy takes over counting a filter's reserved
+    /// bytes then.
     fn clone(&self) -> Segment {
-        let copy = Segment {
+        Segment {
             map: self.map.clone(),
             expires: self.expires.clone(),
-        };
-        for e in self.map.iter() {
-            e.value().uncount_reservations();
         }
-        COPIED.fetch_add(self.map.len() as u64, Ordering::Relaxed);
-        copy
     }
 }
 
@@ -462,29 +467,60 @@ impl TableSnapshot {
     /// Every entry with its TTL, in no particular order.
     pub fn entries(&self) -> SnapshotIter<'_> {
         SnapshotIter {
-            snap: self,
+            segs: &self.segs,
+            hasher: &self.hasher,
             seg: 0,
             cur: None,
             ahead: None,
         }
     }
 
-    /// Entries, and entries with a TTL.
+    /// Entries, and entries with a TTL (of the segments not yet drained).
     pub fn counts(&self) -> (usize, usize) {
         self.segs
             .iter()
             .fold((0, 0), |(n, e), s| (n + s.map.len(), e + s.expires.len()))
     }
 
-    /// The TTLs of the snapshot's keys.
+    /// The TTLs of the snapshot's keys (of the segments not yet drained).
     pub fn expiries(&self) -> impl Iterator<Item = u64> + '_ {
         self.segs.iter().flat_map(|s| s.expires.iter().map(|e| e.1))
+    }
+
+    /// Walks up to `max` segments through `f` (each entry with its TTL, in no particular order),
+    /// letting go of each segment as soon as it is walked; returns whether any are left. The
+    /// writer of a save walks the whole snapshot this way, so a segment it has written is no
+    /// longer shared: a later write to it copies nothing, and a copy the live table already made
+    /// frees the old one here, on the writer's thread (module docs).
+    pub fn drain_some<E>(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        for _ in 0..max {
+            let Some(seg) = self.segs.pop() else {
+                return Ok(false);
+            };
+            let one = [seg];
+            let walk = SnapshotIter {
+                segs: &one,
+                hasher: &self.hasher,
+                seg: 0,
+                cur: None,
+                ahead: None,
+            };
+            for (k, v, ttl) in walk {
+                f(k, v, ttl)?;
+            }
+        }
+        Ok(!self.segs.is_empty())
     }
 }
 
 /// [`TableSnapshot::entries`].
 pub struct SnapshotIter<'a> {
-    snap: &'a TableSnapshot,
+    segs: &'a [Arc<Segment>],
+    hasher: &'a ahash::RandomState,
     seg: usize,
     cur: Option<hashbrown::hash_table::Iter<'a, Entry>>,
     ahead: Option<hashbrown::hash_table::Iter<'a, Entry>>,
@@ -494,9 +530,8 @@ impl<'a> Iterator for SnapshotIter<'a> {
     type Item = (&'a [u8], &'a Value, Option<u64>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let snap = self.snap;
         loop {
-            let seg = snap.segs.get(self.seg)?;
+            let seg = self.segs.get(self.seg)?;
             let cur = self.cur.get_or_insert_with(|| {
                 let mut ahead = seg.map.iter();
                 ahead
@@ -515,7 +550,7 @@ impl<'a> Iterator for SnapshotIter<'a> {
                     let ttl = if seg.expires.is_empty() {
                         None
                     } else {
-                        seg.expiry(snap.hasher.hash_one(k), k)
+                        seg.expiry(self.hasher.hash_one(k), k)
                     };
                     return Some((k, e.value(), ttl));
                 }
