@@ -24,6 +24,7 @@ use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::events;
+use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::db::Db;
@@ -212,15 +213,17 @@ fn set_generic(
     } else {
         None
     };
-    let found = db.lookup_quiet(key).is_some();
-    if (opts.nx && found) || (opts.xx && !found) {
-        return Ok(old.unwrap_or(abort));
+    if opts.nx || opts.xx {
+        let found = db.lookup_quiet(key).is_some();
+        if (opts.nx && found) || (opts.xx && !found) {
+            return Ok(old.unwrap_or(abort));
+        }
     }
     let v = Value::str(value);
     if opts.keepttl {
-        db.insert_keep_ttl(key.clone(), v);
+        db.insert_keep_ttl(key, v);
     } else {
-        db.insert(key.clone(), v);
+        db.insert(key, v);
     }
     db.notify(events::STRING, "set", key);
     if let Some(when) = when {
@@ -419,7 +422,7 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
     let db = ctx.db();
     for pair in argv[1..].chunks_exact(2) {
-        db.insert(pair[0].clone(), Value::str(&pair[1]));
+        db.insert(&pair[0], Value::str(&pair[1]));
         db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::ok())
@@ -439,7 +442,7 @@ fn msetnx(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     }
     for pair in argv[1..].chunks_exact(2) {
-        db.insert(pair[0].clone(), Value::str(&pair[1]));
+        db.insert(&pair[0], Value::str(&pair[1]));
         db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::Int(1))
@@ -592,27 +595,22 @@ fn setrange(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 // ---------------------------------------------------------------------------------------------
 
 /// Redis's `incrDecrCommand`: adds `by` to the integer at `key` (0 if absent), keeping its TTL.
+/// One probe of the key table, and the digits written on the stack (issue 15).
 fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
     let db = ctx.db();
-    let current = match read_str(db, key)? {
-        None => None,
-        Some(s) => Some(parse_i64(s).ok_or(CmdError::Static(error::NOT_INTEGER))?),
-    };
-    let old = current.unwrap_or(0);
-    let new = old
-        .checked_add(by)
-        .ok_or(CmdError::Static(error::INCR_OVERFLOW))?;
-    let text = new.to_string().into_bytes();
-    match current {
-        None => db.insert(key.clone(), Value::Str(text.into())),
-        Some(_) => {
-            if let Some(v) = db.lookup_mut(key) {
-                *v = Value::Str(text.into());
-            }
-            // Redis stores a fresh integer object: `int`, whatever the string was before.
-            db.set_encoding_override(key, None);
-        }
-    }
+    // Redis stores a fresh integer object: `int`, whatever the string was before
+    // (`replace_with` drops the encoding override).
+    let new = db.replace_with(key, |v| {
+        let old = match as_string(v)? {
+            None => 0,
+            Some(s) => parse_i64(s).ok_or(CmdError::Static(error::NOT_INTEGER))?,
+        };
+        let new = old
+            .checked_add(by)
+            .ok_or(CmdError::Static(error::INCR_OVERFLOW))?;
+        let text = Str::copy_from_slice(Decimal::of_i64(new).as_bytes());
+        Ok::<_, CmdError>((Value::Str(text), new))
+    })?;
     db.notify(events::STRING, "incrby", key);
     Ok(Reply::Int(new))
 }

@@ -110,6 +110,7 @@
 //! shorter than `ceil(bits/8)` before building) and call [`ScalingBloom::from_raw_parts`], which
 //! applies RedisBloom's load checks and ours (NaN error, absurd `k`, memory ceiling).
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -481,15 +482,22 @@ impl PagedBits {
 /// Hints the CPU to fetch `b` (see [`PagedBits::prefetch`]); nothing for `None`.
 #[inline]
 fn prefetch_byte(b: Option<&u8>) {
-    #[cfg(target_arch = "x86_64")]
     if let Some(b) = b {
+        prefetch_ptr(b as *const u8);
+    }
+}
+
+#[inline]
+fn prefetch_ptr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the program; the
-        // pointer comes from a live reference anyway. SSE is baseline on x86-64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((b as *const u8).cast::<i8>()) };
+        // pointer points into a live allocation anyway. SSE is baseline on x86-64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = b;
+    let _ = p;
 }
 
 impl Pages {
@@ -501,6 +509,31 @@ impl Pages {
         if let Some(Some(page)) = self.pages.get(p) {
             prefetch_byte(page.get(off));
         }
+    }
+
+    /// Prefetches the bytes holding `bits` and writes where each is to `out`: true when every
+    /// one lies in an allocated page this array alone holds, so that the write can go straight
+    /// to them ([`NewestProbes::bytes`]); false (some of `out` unwritten) when one is in a zero
+    /// page or a page a snapshot shares.
+    #[inline]
+    fn prefetch_locate(&self, bits: &[u64], out: &mut [MaybeUninit<*mut u8>]) -> bool {
+        let mut direct = true;
+        for (&x, slot) in bits.iter().zip(out.iter_mut()) {
+            let byte = x >> 3;
+            let p = (byte >> PAGE_SHIFT) as usize;
+            let off = (byte as usize) & (PAGE_BYTES - 1);
+            match self.pages.get(p) {
+                Some(Some(page)) if off < page.len() => {
+                    // In bounds of the page's allocation (`off < len`).
+                    let at = (Arc::as_ptr(page) as *mut u8).wrapping_add(off);
+                    prefetch_ptr(at);
+                    direct &= Arc::strong_count(page) == 1;
+                    slot.write(at);
+                }
+                _ => direct = false,
+            }
+        }
+        direct
     }
 
     /// Length of page `p` (the last page is short).
@@ -684,14 +717,14 @@ impl Link {
     /// Writes the `k` probe bits of `(a, b)` to `out`, when they fit; false (nothing written)
     /// when `k` exceeds [`PROBE_CACHE`].
     #[inline]
-    fn probe_bits(&self, a: u64, b: u64, out: &mut [u64; PROBE_CACHE]) -> bool {
+    fn probe_bits(&self, a: u64, b: u64, out: &mut [MaybeUninit<u64>; PROBE_CACHE]) -> bool {
         let k = self.hashes as usize;
         if k > PROBE_CACHE {
             return false;
         }
         let mut probes = self.modulus.probes(a, b);
         for slot in &mut out[..k] {
-            *slot = probes.next_bit();
+            slot.write(probes.next_bit());
         }
         true
     }
@@ -979,8 +1012,29 @@ pub struct ScalingBloom {
 /// makes them stale, and they are recomputed.
 struct NewestProbes {
     links: usize,
+    /// The first `k` of `bits` are written: `k` is 0 at first and set only right after
+    /// [`Link::probe_bits`] wrote that many. The rest stay uninitialised (zeroing both arrays
+    /// for each command was ~80 instructions).
     k: usize,
-    bits: [u64; PROBE_CACHE],
+    bits: [MaybeUninit<u64>; PROBE_CACHE],
+    /// When `direct`: the byte of each of `bits`, in pages the newest link alone held when they
+    /// were prefetched ([`Pages::prefetch_locate`]), so the write skips the page lookup, bounds
+    /// and sharing checks it would repeat per bit (issue 15: ~half of BF.MADD's per-bit cost).
+    /// Such a page stays allocated, in place and unshared until the write: nothing can clone it
+    /// while the adding command holds the chain mutably, and [`Pages::page_mut`] replaces only
+    /// zero or shared pages.
+    direct: bool,
+    /// Only the first `k`, all written when `direct` is set, are ever read.
+    bytes: [MaybeUninit<*mut u8>; PROBE_CACHE],
+}
+
+/// The first `k` of `bits`, which the caller knows are written ([`NewestProbes::k`]).
+#[inline]
+fn written(bits: &[MaybeUninit<u64>; PROBE_CACHE], k: usize) -> &[u64] {
+    let k = k.min(PROBE_CACHE);
+    // SAFETY: the first `k` slots are initialised (the invariant of `NewestProbes::k`, the only
+    // caller's argument), `k` is within the array, and `MaybeUninit<u64>` has `u64`'s layout.
+    unsafe { std::slice::from_raw_parts(bits.as_ptr().cast::<u64>(), k) }
 }
 
 impl NewestProbes {
@@ -988,7 +1042,9 @@ impl NewestProbes {
         NewestProbes {
             links: 0,
             k: 0,
-            bits: [0; PROBE_CACHE],
+            bits: [MaybeUninit::uninit(); PROBE_CACHE],
+            direct: false,
+            bytes: [MaybeUninit::uninit(); PROBE_CACHE],
         }
     }
 }
@@ -1091,15 +1147,22 @@ impl ScalingBloom {
         };
         if !newest.probe_bits(a, b, &mut out.bits) {
             out.links = 0;
+            out.direct = false;
             self.prefetch(a, b);
             return;
         }
         out.links = self.links.len();
         out.k = newest.hashes as usize;
+        out.direct = false;
         if !self.worth_prefetching() {
             return;
         }
-        newest.data.prefetch_all(&out.bits[..out.k]);
+        match &newest.data {
+            PagedBits::Paged(pg) => {
+                out.direct = pg.prefetch_locate(written(&out.bits, out.k), &mut out.bytes);
+            }
+            flat => flat.prefetch_all(written(&out.bits, out.k)),
+        }
         for l in older.iter().rev() {
             l.prefetch(a, b, 2);
         }
@@ -1181,7 +1244,7 @@ impl ScalingBloom {
             return Err(AddError::Failed);
         };
         let cached = (probes.links == self.links.len() && probes.k == cur.hashes as usize)
-            .then(|| &probes.bits[..probes.k]);
+            .then(|| written(&probes.bits, probes.k));
         if older.iter().rev().any(|l| l.check(a, b)) {
             return Ok(false);
         }
@@ -1214,6 +1277,29 @@ impl ScalingBloom {
             return Err(AddError::Failed);
         };
         let new = match cached {
+            Some(bits) if probes.direct => {
+                // Pairs with the Release decrement of a snapshot's clone of a page dropped since
+                // its count was read as 1, so the snapshot's reads happen before our writes.
+                fence(Ordering::Acquire);
+                let mut any_clear = false;
+                for (&x, at) in bits.iter().zip(&probes.bytes[..probes.k]) {
+                    let mask = 1u8 << (x & 7);
+                    // SAFETY: `direct` is set only when `prefetch_locate` wrote all `k` slots.
+                    let at = unsafe { at.assume_init() };
+                    // SAFETY: `direct` says `at` points into a page of this link, in bounds, and
+                    // that the page's `Arc` had a strong count of 1 when it was located, in this
+                    // command (`links` is unchanged, so no link opened since). The page is still
+                    // that link's, unmoved and allocated: only `page_mut` replaces a page, and
+                    // only a zero or shared one. No other `Arc` to it can have appeared: `&mut
+                    // self` is the only access to its one `Arc` (a clone needs one to clone
+                    // from; page `Arc`s are never downgraded). So the byte is ours to write.
+                    unsafe {
+                        any_clear |= *at & mask != mask;
+                        *at |= mask;
+                    }
+                }
+                any_clear
+            }
             Some(bits) => cur.set_bits(bits)?,
             None => cur.set(a, b)?,
         };

@@ -237,7 +237,13 @@ impl Db {
         if self.table.expires_len() == 0 {
             return false;
         }
-        match self.table.expiry(self.hash(key), key) {
+        self.is_due_h(self.hash(key), key)
+    }
+
+    /// [`Db::is_due`] of a key whose hash is `h`.
+    #[inline]
+    fn is_due_h(&self, h: u64, key: &[u8]) -> bool {
+        match self.table.expiry(h, key) {
             Some(when) => when <= self.now_ms,
             None => false,
         }
@@ -246,6 +252,18 @@ impl Db {
     /// Deletes `key` if its deadline has passed. Returns true if it did.
     fn expire_if_due(&mut self, key: &[u8]) -> bool {
         if self.table.expires_len() != 0 && self.is_due(key) {
+            self.remove_expired(key);
+            self.lazy_expired += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// [`Db::expire_if_due`] of a key whose hash is `h`.
+    #[inline]
+    fn expire_if_due_h(&mut self, h: u64, key: &[u8]) -> bool {
+        if self.table.expires_len() != 0 && self.is_due_h(h, key) {
             self.remove_expired(key);
             self.lazy_expired += 1;
             true
@@ -425,41 +443,79 @@ impl Db {
     }
 
     /// Stores `value` under `key`, dropping any TTL (as SET does).
-    pub fn insert(&mut self, key: Bytes, value: Value) {
-        // A due key is reclaimed first (and announced as expired), so the new value is a new key.
-        self.expire_if_due(&key);
-        self.clear_expire(&key);
-        // Redis's order: dbAdd raises `new`, then setKey signals the modification.
-        if self.put(&key, value) {
-            self.notify(events::NEW, "new", &key);
+    pub fn insert(&mut self, key: impl AsRef<[u8]>, value: Value) {
+        let key = key.as_ref();
+        // One hash for the whole write (issue 15).
+        let h = self.hash(key);
+        if self.table.expires_len() != 0 {
+            // A due key is reclaimed first (and announced as expired), so the new value is a new
+            // key.
+            self.expire_if_due_h(h, key);
+            self.clear_expire_h(h, key);
         }
-        self.touch(&key);
+        // Redis's order: dbAdd raises `new`, then setKey signals the modification.
+        if self.put(h, key, value) {
+            self.notify(events::NEW, "new", key);
+        }
+        self.touch(key);
     }
 
-    /// Stores `value` under `key` with no encoding override (replacing the key drops it). True if
-    /// the key is new.
-    fn put(&mut self, key: &[u8], value: Value) -> bool {
-        let h = self.hash(key);
-        match self.table.find_mut(h, key) {
+    /// Stores `value` under `key` (hash `h`) with no encoding override (replacing the key drops
+    /// it), in one probe of the table. True if the key is new.
+    fn put(&mut self, h: u64, key: &[u8], value: Value) -> bool {
+        self.table.upsert(h, key, |e| match e {
             Some(e) => {
                 *e.value_mut() = value;
                 e.set_enc(ENC_NONE);
-                false
+                (None, false)
             }
-            None => {
-                self.table.insert_new(h, Entry::new(key, ENC_NONE, value));
-                true
-            }
-        }
+            None => (Some(Entry::new(key, ENC_NONE, value)), true),
+        })
     }
 
     /// Stores `value` under `key`, keeping an existing TTL (SET KEEPTTL, SETRANGE, APPEND...).
-    pub fn insert_keep_ttl(&mut self, key: Bytes, value: Value) {
-        self.expire_if_due(&key);
-        if self.put(&key, value) {
-            self.notify(events::NEW, "new", &key);
+    pub fn insert_keep_ttl(&mut self, key: impl AsRef<[u8]>, value: Value) {
+        let key = key.as_ref();
+        let h = self.hash(key);
+        self.expire_if_due_h(h, key);
+        if self.put(h, key, value) {
+            self.notify(events::NEW, "new", key);
         }
-        self.touch(&key);
+        self.touch(key);
+    }
+
+    /// Read-modify-write of one key in one probe of the table (INCR and friends): `f` gets the
+    /// live value, or `None` when the key is missing (or was due, and is now reclaimed), and
+    /// answers the value to store with a result, or an error that leaves the key untouched (not
+    /// marked modified, as a refused Redis command does). A stored value replaces the old one
+    /// keeping its TTL and dropping its encoding override, or is a new key (raising `new`), as
+    /// [`Db::insert_keep_ttl`].
+    pub fn replace_with<R, E>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(Option<&Value>) -> Result<(Value, R), E>,
+    ) -> Result<R, E> {
+        let h = self.hash(key);
+        self.expire_if_due_h(h, key);
+        let (r, new) = self.table.upsert(h, key, |e| match e {
+            Some(e) => match f(Some(e.value())) {
+                Ok((v, r)) => {
+                    *e.value_mut() = v;
+                    e.set_enc(ENC_NONE);
+                    (None, Ok((r, false)))
+                }
+                Err(err) => (None, Err(err)),
+            },
+            None => match f(None) {
+                Ok((v, r)) => (Some(Entry::new(key, ENC_NONE, v)), Ok((r, true))),
+                Err(err) => (None, Err(err)),
+            },
+        })?;
+        if new {
+            self.notify(events::NEW, "new", key);
+        }
+        self.touch(key);
+        Ok(r)
     }
 
     /// Removes a key and its TTL. Returns the value if the key existed (expired keys included: the
@@ -509,7 +565,15 @@ impl Db {
     }
 
     fn clear_expire(&mut self, key: &[u8]) {
+        if self.table.expires_len() == 0 {
+            return;
+        }
         let h = self.hash(key);
+        self.clear_expire_h(h, key);
+    }
+
+    /// [`Db::clear_expire`] of a key whose hash is `h`.
+    fn clear_expire_h(&mut self, h: u64, key: &[u8]) {
         if let Some(when) = self.table.remove_expiry(h, key) {
             self.expire_queue
                 .remove(&(when, Bytes::copy_from_slice(key)));

@@ -70,6 +70,8 @@
 //! reservations and un-counts its originals' ([`Value::uncount_reservations`]): the total stays
 //! what it was.
 
+use std::cell::Cell;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -151,6 +153,26 @@ fn seg_bits(h: u64) -> usize {
     (h >> SEG_SHIFT) as usize
 }
 
+/// A segment for writing: copied first if a snapshot holds it ([`Arc::make_mut`]), without
+/// `make_mut`'s locked compare-exchange when it is ours alone, the case of every write outside a
+/// save (issue 15: the copy-on-write table had added ~330-420 instructions to each write).
+#[inline]
+fn unshare(seg: &mut Arc<Segment>) -> &mut Segment {
+    if Arc::strong_count(seg) == 1 && Arc::weak_count(seg) == 0 {
+        // Pairs with the Release decrement of a snapshot's clone dropped on another thread, so
+        // its reads of the segment happen before our writes (what `Arc::get_mut` does, minus the
+        // compare-exchange).
+        fence(Ordering::Acquire);
+        // SAFETY: `&mut` gives us the only access to this `Arc`. Its strong count is 1, so no
+        // other `Arc` to the segment exists, and none can appear while we hold the `&mut`: a
+        // clone needs an `Arc` to clone from, and an upgrade needs a `Weak`, of which there are
+        // none (the weak count is 0, and a new one needs an `Arc` to downgrade). The segment is
+        // therefore not aliased, and a `&mut` to it lives no longer than our borrow of the `Arc`.
+        return unsafe { &mut *(Arc::as_ptr(seg) as *mut Segment) };
+    }
+    Arc::make_mut(seg)
+}
+
 impl KeyTable {
     fn with_hasher(hasher: ahash::RandomState) -> KeyTable {
         KeyTable {
@@ -183,7 +205,7 @@ impl KeyTable {
     /// Segment `i` for writing: copied first if a snapshot holds it.
     #[inline]
     fn seg_mut(&mut self, i: usize) -> &mut Segment {
-        Arc::make_mut(&mut self.segs[i])
+        unshare(&mut self.segs[i])
     }
 
     /// False when segment `i` is shared with a snapshot and does not hold `key`: a write path
@@ -236,10 +258,47 @@ impl KeyTable {
     /// Adds an entry for a key that is not in the table.
     pub fn insert_new(&mut self, h: u64, entry: Entry) {
         let i = self.seg_of(h);
-        let hasher = self.hasher.clone();
-        self.seg_mut(i)
+        let hasher = &self.hasher;
+        unshare(&mut self.segs[i])
             .map
             .insert_unique(h, entry, |e| hasher.hash_one(e.key()));
+        self.grew();
+    }
+
+    /// One probe for a write that replaces or creates (SET, INCR...): `f` gets the entry of
+    /// `key` (its segment unshared first) or `None`, and answers an entry to insert for the
+    /// missing key, if any. (Two probes, a `find_mut` and an `insert_new`, cost a second hash
+    /// and a second search on every new key.)
+    #[inline]
+    pub fn upsert<R>(
+        &mut self,
+        h: u64,
+        key: &[u8],
+        f: impl FnOnce(Option<&mut Entry>) -> (Option<Entry>, R),
+    ) -> R {
+        let i = self.seg_of(h);
+        let hasher = &self.hasher;
+        let seg = unshare(&mut self.segs[i]);
+        match seg
+            .map
+            .entry(h, |e| e.key() == key, |e| hasher.hash_one(e.key()))
+        {
+            hashbrown::hash_table::Entry::Occupied(mut o) => f(Some(o.get_mut())).1,
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let (new, r) = f(None);
+                if let Some(new) = new {
+                    debug_assert!(new.key() == key);
+                    v.insert(new);
+                    self.grew();
+                }
+                r
+            }
+        }
+    }
+
+    /// One entry more: splits a segment when they average more than [`SEG_KEYS`].
+    #[inline]
+    fn grew(&mut self) {
         self.len += 1;
         if self.len > self.segs.len() * SEG_KEYS {
             self.split_one();
@@ -252,7 +311,7 @@ impl KeyTable {
         if !self.worth_unsharing(i, h, key) {
             return None;
         }
-        match Arc::make_mut(&mut self.segs[i])
+        match unshare(&mut self.segs[i])
             .map
             .find_entry(h, |e| e.key() == key)
         {
@@ -277,8 +336,8 @@ impl KeyTable {
     /// Sets the TTL of `key` (the caller checked the key exists); returns the old one.
     pub fn set_expiry(&mut self, h: u64, key: Bytes, when: u64) -> Option<u64> {
         let i = self.seg_of(h);
-        let hasher = self.hasher.clone();
-        let seg = Arc::make_mut(&mut self.segs[i]);
+        let hasher = &self.hasher;
+        let seg = unshare(&mut self.segs[i]);
         match seg.expires.find_mut(h, |(k, _)| *k == key) {
             Some(e) => Some(std::mem::replace(&mut e.1, when)),
             None => {
@@ -297,7 +356,7 @@ impl KeyTable {
         }
         let i = self.seg_of(h);
         self.segs[i].expiry(h, key)?;
-        match Arc::make_mut(&mut self.segs[i])
+        match unshare(&mut self.segs[i])
             .expires
             .find_entry(h, |(k, _)| k[..] == *key)
         {
@@ -361,27 +420,40 @@ impl KeyTable {
 
     // --- Resizing ----------------------------------------------------------------------------
 
-    /// Splits segment `split` (linear hashing, module docs).
+    /// Splits segment `split` (linear hashing, module docs). Each key is hashed once: the hash
+    /// that decides whether it moves is the one it is inserted with (the extraction yields an
+    /// entry right after its test), and the new segment is sized for the half that moves, so it
+    /// does not rehash while it fills (issue 15: splits and growth were ~350 instructions per
+    /// new key).
     fn split_one(&mut self) {
         let from = self.split;
         let bit = 1usize << self.level;
-        let hasher = self.hasher.clone();
-        let mut new = Segment::default();
-        let old = self.seg_mut(from);
-        let moves = |h: u64| seg_bits(h) & bit != 0;
+        let hasher = &self.hasher;
+        let old = unshare(&mut self.segs[from]);
+        let mut new = Segment {
+            map: HashTable::with_capacity(old.map.len() / 2),
+            expires: HashTable::with_capacity(old.expires.len() / 2),
+        };
+        let tested = Cell::new(0u64);
+        let moves = |h: u64| {
+            tested.set(h);
+            seg_bits(h) & bit != 0
+        };
         for e in old.map.extract_if(|e| moves(hasher.hash_one(e.key()))) {
-            let h = hasher.hash_one(e.key());
+            let h = tested.get();
+            debug_assert_eq!(h, hasher.hash_one(e.key()));
             new.map.insert_unique(h, e, |e| hasher.hash_one(e.key()));
         }
         for e in old
             .expires
             .extract_if(|(k, _)| moves(hasher.hash_one(&k[..])))
         {
-            let h = hasher.hash_one(&e.0[..]);
+            let h = tested.get();
+            debug_assert_eq!(h, hasher.hash_one(&e.0[..]));
             new.expires
                 .insert_unique(h, e, |(k, _)| hasher.hash_one(&k[..]));
         }
-        shrink_segment(old, &hasher);
+        shrink_segment(old, hasher);
         self.segs.push(Arc::new(new));
         self.split += 1;
         if self.split == bit {

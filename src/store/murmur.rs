@@ -32,15 +32,30 @@ pub fn murmur64a(data: &[u8], seed: u64) -> u64 {
     }
     let tail = blocks.remainder();
     if !tail.is_empty() {
-        for (i, &byte) in tail.iter().enumerate() {
-            h ^= (byte as u64) << (8 * i);
-        }
+        h ^= tail_le(tail);
         h = h.wrapping_mul(M64);
     }
     h ^= h >> R64;
     h = h.wrapping_mul(M64);
     h ^= h >> R64;
     h
+}
+
+/// The 1 to 7 bytes of `t` as a little-endian integer (the reference's fall-through switch of
+/// `h ^= data[i] << 8i`), in two or three loads instead of a loop per byte (issue 15: every Bloom
+/// and cuckoo item is hashed so, the Bloom ones twice).
+#[inline]
+fn tail_le(t: &[u8]) -> u64 {
+    let n = t.len();
+    if n >= 4 {
+        // Bytes 0..4 and n-4..n; the overlap holds the same bytes at the same places.
+        let lo = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as u64;
+        let hi = u32::from_le_bytes([t[n - 4], t[n - 3], t[n - 2], t[n - 1]]) as u64;
+        lo | hi << (8 * (n - 4))
+    } else {
+        // n is 1, 2 or 3: bytes 0, n/2 and n-1 cover them all.
+        t[0] as u64 | (t[n / 2] as u64) << (8 * (n / 2)) | (t[n - 1] as u64) << (8 * (n - 1))
+    }
 }
 
 /// The original 32-bit MurmurHash2 of `data` with `seed`.
@@ -91,6 +106,21 @@ pub fn bloom_hash32(item: &[u8]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_loads_match_the_byte_loop() {
+        let data: Vec<u8> = (0u8..16).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+        for n in 1..8 {
+            for start in 0..8 {
+                let t = &data[start..start + n];
+                let mut want = 0u64;
+                for (i, &b) in t.iter().enumerate() {
+                    want ^= (b as u64) << (8 * i);
+                }
+                assert_eq!(tail_le(t), want, "n={n} start={start}");
+            }
+        }
+    }
 
     #[test]
     fn bloom_pairs_match_redisbloom() {
