@@ -102,17 +102,26 @@ fn load_into<R: std::io::Read>(
     for db in store.dbs.iter_mut() {
         db.now_ms = 0;
     }
-    let result = reader.load_file(
+    // The RESIZEDB hint sizes the key table first (Redis's dictExpand); the hint is only a hint,
+    // so a database that is out of range is reported by the first key, as before.
+    let hint = std::cell::RefCell::new(&mut *store);
+    let result = reader.load_file_sized(
         LoadOptions { verify_checksum },
         now,
+        |dbi, keys| {
+            if let Some(db) = hint.borrow_mut().dbs.get_mut(dbi) {
+                db.reserve_keys(keys as usize);
+            }
+        },
         |dbi, key, value, expire| {
+            let mut store = hint.borrow_mut();
             let Some(db) = store.dbs.get_mut(dbi) else {
                 return Err(RdbError::corrupt(
                     format!("database {dbi} is out of range (databases is {ndbs})"),
                     0,
                 ));
             };
-            if db.peek(&key).is_some() {
+            if !db.load_new(&key, value, expire) {
                 return Err(RdbError::corrupt(
                     format!(
                         "duplicate key '{}' in database {dbi}",
@@ -120,10 +129,6 @@ fn load_into<R: std::io::Read>(
                     ),
                     0,
                 ));
-            }
-            db.insert(key.clone(), value);
-            if let Some(t) = expire {
-                db.set_expire(&key, t);
             }
             Ok(())
         },

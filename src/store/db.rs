@@ -588,6 +588,31 @@ impl Db {
 
     /// Sets the absolute expiry of an existing key. A time in the past deletes the key (Redis does
     /// the same for EXPIRE with a past time), returning false in that case.
+    /// Loading: room for `n` keys in all ([`KeyTable::reserve`]; RDB's RESIZEDB hint).
+    pub fn reserve_keys(&mut self, n: usize) {
+        self.table.reserve(n);
+    }
+
+    /// Loading (an RDB file or an AOF's RDB base): adds a key the database does not hold yet, and
+    /// its TTL, with one hash and one probe of the key table. Raises no event, bumps no WATCH
+    /// version and counts no change (a load is not a write; the loader resets `dirty`). False,
+    /// with nothing changed, if the key is already there (a corrupt file's duplicate).
+    pub fn load_new(&mut self, key: &[u8], value: Value, expire_ms: Option<u64>) -> bool {
+        let h = self.hash(key);
+        let added = self.table.upsert(h, key, |found| match found {
+            Some(_) => (None, false),
+            None => (Some(Entry::new(key, ENC_NONE, value)), true),
+        });
+        if added {
+            if let Some(when) = expire_ms {
+                let k = Bytes::copy_from_slice(key);
+                self.table.set_expiry(h, k.clone(), when);
+                self.expire_queue.insert((when, k));
+            }
+        }
+        added
+    }
+
     pub fn set_expire(&mut self, key: &[u8], when_ms: u64) -> bool {
         if !self.has(key) {
             return false;
@@ -900,11 +925,39 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::string::Str;
 
     fn db_at(now: u64) -> Db {
         let mut db = Db::new();
         db.now_ms = now;
         db
+    }
+
+    /// A load sized by its RESIZEDB hint neither splits nor grows the key table, keeps TTLs, and
+    /// refuses a duplicate without changing the first value.
+    #[test]
+    fn a_load_reserved_by_its_hint_adds_keys_without_splitting() {
+        let mut db = db_at(0);
+        db.reserve_keys(5_000);
+        let segments = db.table.segments();
+        assert!(segments * super::super::keytable::SEG_KEYS >= 5_000);
+        for i in 0..5_000u32 {
+            let key = format!("k{i}");
+            let expire = (i % 3 == 0).then_some(1_000_000 + u64::from(i));
+            assert!(db.load_new(
+                key.as_bytes(),
+                Value::Str(Str::from_vec(b"v".to_vec())),
+                expire
+            ));
+        }
+        assert_eq!(db.table.segments(), segments, "the load split segments");
+        assert_eq!(db.len(), 5_000);
+        assert_eq!(db.expires_count(), 1_667);
+        assert_eq!(db.expire_at(b"k3"), Some(1_000_003));
+        assert_eq!(db.expire_at(b"k4"), None);
+        assert!(!db.load_new(b"k7", Value::Str(Str::from_vec(b"other".to_vec())), None));
+        assert!(matches!(db.peek(b"k7"), Some(Value::Str(s)) if s.as_bytes() == b"v"));
+        assert_eq!(db.len(), 5_000);
     }
 
     /// The one-probe write lookup of BF.ADD/BF.MADD: a hit counts as a change and bumps WATCH

@@ -407,9 +407,22 @@ impl<R: Read> RdbReader<R> {
     /// Keys whose expiry is at or before `now_ms` are dropped (counted in `keys_expired`), as a
     /// Redis primary does.
     pub fn load_file(
+        self,
+        opts: LoadOptions,
+        now_ms: u64,
+        sink: impl FnMut(usize, Bytes, Value, Option<u64>) -> Result<(), RdbError>,
+    ) -> Result<LoadStats, RdbError> {
+        self.load_file_sized(opts, now_ms, |_, _| {}, sink)
+    }
+
+    /// [`RdbReader::load_file`], also handing each RESIZEDB hint to `resize(db, keys)` before the
+    /// database's keys. The count is capped at the file's remaining bytes / 8 (a key record is
+    /// longer), so a crafted hint cannot make the caller reserve more than the file could fill.
+    pub fn load_file_sized(
         mut self,
         opts: LoadOptions,
         now_ms: u64,
+        mut resize: impl FnMut(usize, u64),
         mut sink: impl FnMut(usize, Bytes, Value, Option<u64>) -> Result<(), RdbError>,
     ) -> Result<LoadStats, RdbError> {
         let mut stats = LoadStats {
@@ -430,8 +443,9 @@ impl<R: Read> RdbReader<R> {
                     })?;
                 }
                 OP_RESIZEDB => {
+                    let keys = self.len()?;
                     self.len()?;
-                    self.len()?;
+                    resize(db, keys.min(self.remaining() / 8));
                 }
                 OP_SLOT_INFO => {
                     self.len()?;
