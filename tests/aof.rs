@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::redis::RealRedis;
-use common::{connect_when_ready, spawn_binary_with, tempdir, RawConn};
+use common::{
+    connect_when_ready, persistence_field, spawn_binary_with, tempdir, wait_loaded, RawConn,
+};
 use std::net::SocketAddr;
 
 fn kills() -> usize {
@@ -307,14 +309,6 @@ fn probe(c: &mut RawConn) -> Vec<Vec<u8>> {
     let ttl = int_reply(&c.cmd_str(&["TTL", "s2"]));
     out.push(format!("ttl-ok:{}", (4900..=5000).contains(&ttl)).into_bytes());
     out
-}
-
-fn wait_loaded(c: &mut RawConn) {
-    let start = Instant::now();
-    while c.cmd_str(&["PING"]).starts_with(b"-LOADING") {
-        assert!(start.elapsed() < Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -667,15 +661,6 @@ fn fill_disk(path: &Path) {
     let _ = f.flush();
 }
 
-fn info_field(c: &mut RawConn, field: &str) -> String {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "persistence"])).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 /// everysec on a full disk, as Redis 7.0: the failed write stays buffered, writes (and PING) are
 /// refused with `-MISCONF Errors writing to the AOF file: <strerror>`, reads are served, and once
 /// there is space again the buffered writes go out and writes are accepted. The server stays up,
@@ -724,7 +709,7 @@ fn a_full_disk_refuses_writes_with_misconf_then_recovers_losing_nothing() {
     );
     assert_eq!(c.cmd_str(&["PING"]), misconf);
     assert_eq!(c.cmd_str(&["BF.ADD", "bf", "x"]), misconf);
-    assert_eq!(info_field(&mut c, "aof_last_write_status"), "err");
+    assert_eq!(persistence_field(&mut c, "aof_last_write_status"), "err");
     assert_eq!(
         c.cmd_str(&["GET", "w1"]),
         format!("${}\r\n{value}\r\n", value.len()).into_bytes()
@@ -744,7 +729,7 @@ fn a_full_disk_refuses_writes_with_misconf_then_recovers_losing_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
-    assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+    assert_eq!(persistence_field(&mut c, "aof_last_write_status"), "ok");
     for _ in 0..50 {
         assert_eq!(set(&mut c, &mut acked), b"+OK\r\n");
     }
@@ -825,8 +810,8 @@ fn a_full_disk_under_always_exits_1_losing_nothing() {
 
 fn wait_rewrites(c: &mut RawConn, n: u64) {
     let start = Instant::now();
-    while info_field(c, "aof_rewrites") != n.to_string()
-        || info_field(c, "aof_rewrite_in_progress") != "0"
+    while persistence_field(c, "aof_rewrites") != n.to_string()
+        || persistence_field(c, "aof_rewrite_in_progress") != "0"
     {
         assert!(
             start.elapsed() < Duration::from_secs(20),
@@ -952,8 +937,8 @@ fn bgrewriteaof_with_the_aof_off_writes_a_base_as_redis_does() {
         b"+Background append only file rewriting started\r\n"
     );
     wait_rewrites(&mut c, 1);
-    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
-    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+    assert_eq!(persistence_field(&mut c, "aof_enabled"), "0");
+    assert_eq!(persistence_field(&mut c, "aof_last_bgrewrite_status"), "ok");
     let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
     assert_eq!(
         std::fs::read_to_string(&manifest).unwrap(),

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{connect_when_ready, tempdir, RawConn};
+use common::{connect_when_ready, free_port, persistence_field, tempdir, wait_loaded, RawConn};
 
 /// The AOF fsyncs `strace` has logged so far.
 fn fdatasyncs(log: &Path) -> usize {
@@ -24,19 +24,10 @@ fn fdatasyncs(log: &Path) -> usize {
         .count()
 }
 
-fn info_field(c: &mut RawConn, field: &str) -> String {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "persistence"])).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO"))
-        .trim()
-        .to_string()
-}
-
 /// Waits until `field` reads `want` (bounded).
 fn wait_field(c: &mut RawConn, field: &str, want: &str) {
     let start = Instant::now();
-    while info_field(c, field) != want {
+    while persistence_field(c, field) != want {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "{field} never became {want}"
@@ -62,10 +53,7 @@ impl Drop for Traced {
 fn start_traced(tag: &str) -> (Traced, RawConn) {
     let dir = tempdir(tag);
     let log = dir.join("strace.log");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let child = Command::new("strace")
         .args([
             "-f",
@@ -95,11 +83,7 @@ fn start_traced(tag: &str) -> (Traced, RawConn) {
         .expect("strace is needed for this test (apt install strace; .ci/run installs it)");
     let mut c = connect_when_ready(format!("127.0.0.1:{port}").parse().unwrap());
     // The listener accepts while the (empty) AOF still loads.
-    let start = Instant::now();
-    while c.cmd_str(&["PING"]).starts_with(b"-LOADING") {
-        assert!(start.elapsed() < Duration::from_secs(20), "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_loaded(&mut c);
     (Traced { child, log, dir }, c)
 }
 
@@ -129,7 +113,7 @@ fn fsyncs_during(c: &mut RawConn, log: &Path, start: &str, in_progress: &str, ta
     let during = fdatasyncs(log) - before;
     // The writes really were inside the save (the delay keeps it open for ~4 s).
     assert_eq!(
-        info_field(c, in_progress),
+        persistence_field(c, in_progress),
         "1",
         "{start} ended before the writes did"
     );

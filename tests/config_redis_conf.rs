@@ -20,16 +20,11 @@ fn debian_conf() -> String {
     DEBIAN_CONF.to_string()
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 #[test]
 fn debian_redis_conf_starts_hyperbloom() {
     let conf = debian_conf();
     let dir = common::tempdir("redis-conf");
-    let port = free_port();
+    let port = common::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
         .arg(&conf)
         .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])

@@ -46,19 +46,9 @@ fn start_fails(dir: &Path) -> String {
     })
 }
 
-fn info_field(c: &mut common::RawConn, field: &str) -> String {
-    let r = c.cmd_str(&["INFO", "persistence"]);
-    let text = String::from_utf8_lossy(&r).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 fn wait_bgsave(c: &mut common::RawConn) {
     let start = Instant::now();
-    while info_field(c, "rdb_bgsave_in_progress") != "0" {
+    while common::persistence_field(c, "rdb_bgsave_in_progress") != "0" {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "BGSAVE never ended"
@@ -114,16 +104,25 @@ fn save_then_restart_restores_everything() {
     let server = start_in(&dir, &[]);
     let mut c = server.raw();
     fill(&mut c);
-    assert_ne!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert_ne!(
+        common::persistence_field(&mut c, "rdb_changes_since_last_save"),
+        "0"
+    );
     let before = c.cmd_str(&["LASTSAVE"]);
     assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
-    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_changes_since_last_save"),
+        "0"
+    );
     assert!(c.cmd_str(&["LASTSAVE"]) >= before);
     drop(server);
     let server = start_in(&dir, &[]);
     check(&server);
     let mut c = server.raw();
-    assert_eq!(info_field(&mut c, "rdb_last_load_keys_loaded"), "6");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_last_load_keys_loaded"),
+        "6"
+    );
     // Nothing but the snapshot is left in the directory (no temp files).
     let names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -143,8 +142,11 @@ fn bgsave_then_restart() {
     // Writes during the save are fine and are not part of it.
     assert_eq!(c.cmd_str(&["SET", "after", "1"]), b"+OK\r\n");
     wait_bgsave(&mut c);
-    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
-    assert_eq!(info_field(&mut c, "rdb_saves"), "1");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_last_bgsave_status"),
+        "ok"
+    );
+    assert_eq!(common::persistence_field(&mut c, "rdb_saves"), "1");
     assert_eq!(c.cmd_str(&["BGSAVE", "FOO"]), b"-ERR syntax error\r\n");
     drop(server);
     let server = start_in(&dir, &[]);
@@ -182,10 +184,13 @@ fn unwritable_dir_fails_cleanly_and_sets_misconf() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::write(&dir, b"not a directory").unwrap();
     assert_eq!(c.cmd_str(&["SAVE"]), b"-ERR\r\n");
-    assert!(info_field(&mut c, "rdb_last_save_error").contains("temp RDB file"));
+    assert!(common::persistence_field(&mut c, "rdb_last_save_error").contains("temp RDB file"));
     assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
     wait_bgsave(&mut c);
-    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "err");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_last_bgsave_status"),
+        "err"
+    );
     // stop-writes-on-bgsave-error: writes refused, reads served.
     let r = c.cmd_str(&["SET", "k", "w"]);
     assert!(
@@ -201,7 +206,10 @@ fn unwritable_dir_fails_cleanly_and_sets_misconf() {
     std::fs::write(dir.join("dump.rdb"), &good).unwrap();
     assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
     wait_bgsave(&mut c);
-    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_last_bgsave_status"),
+        "ok"
+    );
     assert_eq!(c.cmd_str(&["SET", "k", "w"]), b"+OK\r\n");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -470,14 +478,17 @@ fn save_points_trigger_a_background_save() {
     let mut c = server.raw();
     assert_eq!(c.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
     let start = Instant::now();
-    while info_field(&mut c, "rdb_saves") != "1" {
+    while common::persistence_field(&mut c, "rdb_saves") != "1" {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "no save point fired"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert_eq!(
+        common::persistence_field(&mut c, "rdb_changes_since_last_save"),
+        "0"
+    );
     let mut s = Store::new(16);
     hyperbloom::persistence::load_file(&dir.join("dump.rdb"), &mut s, true).unwrap();
     assert_eq!(s.total_keys(), 1);

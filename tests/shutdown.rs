@@ -37,13 +37,8 @@ fn runs() -> usize {
         .unwrap_or(2)
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 fn spawn(dir: &Path) -> (Child, SocketAddr) {
-    let port = free_port();
+    let port = common::free_port();
     let child = Command::new(binary())
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "3600 1", "--dir", dir.to_str().unwrap()])

@@ -110,6 +110,31 @@ pub fn tempdir(tag: &str) -> std::path::PathBuf {
     d
 }
 
+/// A TCP port that was free a moment ago (bound to port 0 and released), for a spawned binary.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A field of `INFO persistence` ("" when absent).
+pub fn persistence_field(c: &mut RawConn, field: &str) -> String {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "persistence"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Waits (bounded) until a freshly started server is done loading its data (`-LOADING` until then).
+pub fn wait_loaded(c: &mut RawConn) {
+    let start = std::time::Instant::now();
+    while c.cmd_str(&["PING"]).starts_with(b"-LOADING") {
+        assert!(start.elapsed() < Duration::from_secs(20), "still loading");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Starts the real binary on a free port with `dir` and the given `save` points.
 pub fn spawn_binary(
     dir: &std::path::Path,
@@ -124,10 +149,7 @@ pub fn spawn_binary_with(
     save: &str,
     extra: &[&str],
 ) -> (std::process::Child, std::net::SocketAddr) {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
         .args([
             "--port",
