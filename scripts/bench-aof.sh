@@ -124,7 +124,8 @@ loadtime() { # server-kind dir port -> seconds
   local pid=$!
   for _ in $(seq 1200); do grep -q "loaded from append only file" "$log" && break; sleep 0.05; done
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  grep -o "loaded from append only file: [0-9.]*" "$log" | awk '{print $NF}'
+  grep -o "loaded from append only file: [0-9.]*" "$log" | awk '{print $NF}' | grep . \
+    || { echo "$kind did not report a load of $dir:" >&2; tail -3 "$log" >&2; exit 1; }
 }
 echo "load speed (median of $ROUNDS, MB/s = directory size / load time)"
 printf "%-9s %10s %14s %14s %12s %12s %8s\n" dir MB hb_sec redis_sec hb_MB/s redis_MB/s ratio
