@@ -181,3 +181,114 @@ fn watch_is_not_disturbed_by_commands_that_change_nothing() {
     a.cmd_str(&["GET", "w"]);
     assert_eq!(a.cmd_str(&["EXEC"]), b"*-1\r\n");
 }
+
+/// Pipelined batches over a table big enough for the batch prefetch (`Db::prefetch`, from 32 768
+/// keys) give the replies a model of one-by-one execution gives: hits, misses, new and existing
+/// counters, overwrites, deletions, and a SELECT in the middle of a batch (the prefetch looked in
+/// the database the batch started in).
+#[test]
+fn pipelined_batches_over_a_big_table_answer_as_commands_one_by_one() {
+    use std::collections::HashMap;
+    let server = start_server();
+    let mut c = server.raw();
+    const KEYS: usize = 40_000;
+    let mut model: [HashMap<Vec<u8>, Vec<u8>>; 2] = [HashMap::new(), HashMap::new()];
+    let mut load = Vec::new();
+    for i in 0..KEYS {
+        let (k, v) = (format!("k:{i}"), format!("v{i}"));
+        load.extend(common::encode_command(&[
+            b"SET",
+            k.as_bytes(),
+            v.as_bytes(),
+        ]));
+        model[0].insert(k.into_bytes(), v.into_bytes());
+    }
+    c.send_raw(&load);
+    for _ in 0..KEYS {
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+    }
+    let bulk = |v: Option<&Vec<u8>>| match v {
+        Some(v) => {
+            let mut out = format!("${}\r\n", v.len()).into_bytes();
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+            out
+        }
+        None => b"$-1\r\n".to_vec(),
+    };
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _round in 0..20 {
+        let mut db = 0usize;
+        let mut batch = Vec::new();
+        let mut expected = Vec::new();
+        for _ in 0..100 {
+            let key = match next(3) {
+                0 => format!("k:{}", next(KEYS as u64)),
+                1 => format!("k:{}", KEYS as u64 + next(1000)),
+                _ => format!("n:{}", next(500)),
+            }
+            .into_bytes();
+            let m = &mut model[db];
+            match next(6) {
+                0 | 1 => {
+                    batch.extend(common::encode_command(&[b"GET", &key]));
+                    expected.extend(bulk(m.get(&key)));
+                }
+                2 => {
+                    batch.extend(common::encode_command(&[b"INCR", &key]));
+                    match m
+                        .get(&key)
+                        .map(|v| String::from_utf8_lossy(v).parse::<i64>())
+                    {
+                        Some(Err(_)) => expected
+                            .extend_from_slice(b"-ERR value is not an integer or out of range\r\n"),
+                        Some(Ok(n)) => {
+                            expected.extend(format!(":{}\r\n", n + 1).into_bytes());
+                            m.insert(key, (n + 1).to_string().into_bytes());
+                        }
+                        None => {
+                            expected.extend_from_slice(b":1\r\n");
+                            m.insert(key, b"1".to_vec());
+                        }
+                    }
+                }
+                3 => {
+                    let v = format!("w{}", next(1_000_000)).into_bytes();
+                    batch.extend(common::encode_command(&[b"SET", &key, &v]));
+                    expected.extend_from_slice(b"+OK\r\n");
+                    m.insert(key, v);
+                }
+                4 => {
+                    batch.extend(common::encode_command(&[b"DEL", &key]));
+                    let n = m.remove(&key).is_some() as u8;
+                    expected.extend(format!(":{n}\r\n").into_bytes());
+                }
+                _ => {
+                    db = 1 - db;
+                    let d = db.to_string();
+                    batch.extend(common::encode_command(&[b"SELECT", d.as_bytes()]));
+                    expected.extend_from_slice(b"+OK\r\n");
+                }
+            }
+        }
+        if db == 1 {
+            batch.extend(common::encode_command(&[b"SELECT", b"0"]));
+            expected.extend_from_slice(b"+OK\r\n");
+        }
+        c.send_raw(&batch);
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            got.extend(c.read_reply());
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&expected)
+        );
+    }
+}

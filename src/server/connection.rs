@@ -58,7 +58,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{self, Action, ClientState};
+use crate::commands::{self, Action, ClientState, PREFETCH_BATCH};
 use crate::config::{ObufLimits, OutputLimit};
 use crate::engine::signal::SignalWaiter;
 use crate::engine::{ClientHandle, Shared};
@@ -252,7 +252,15 @@ pub async fn serve(
                     drain_pushes(&handle, &mut outbuf);
                     let mut done = 0;
                     client.cmd_clock = Some(started);
-                    for i in 0..requests.len() {
+                    let batch = requests.len();
+                    for i in 0..batch {
+                        if i % PREFETCH_BATCH == 0 && batch - i > 1 {
+                            commands::prefetch_keys(
+                                &engine,
+                                &client,
+                                (i..batch).map(|j| requests.get(j)),
+                            );
+                        }
                         let argv = requests.get(i);
                         let reply =
                             commands::dispatch(&shared, &mut engine, &mut client, argv, now);

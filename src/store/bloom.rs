@@ -489,15 +489,7 @@ fn prefetch_byte(b: Option<&u8>) {
 
 #[inline]
 fn prefetch_ptr(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: PREFETCHT0 is a hint: it never faults and reads nothing into the program; the
-        // pointer points into a live allocation anyway. SSE is baseline on x86-64.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    super::prefetch(p);
 }
 
 impl Pages {

@@ -189,13 +189,7 @@ impl Entry {
     /// hint for walks over the whole table, which otherwise stall on one cache miss per key.
     #[inline]
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch only hints the cache; it reads nothing and never faults, whatever
-        // the address (here a live block's).
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast::<i8>());
-        }
+        super::prefetch(self.0.as_ptr());
     }
 
     pub fn value(&self) -> &Value {

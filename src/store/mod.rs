@@ -17,3 +17,17 @@ pub mod value;
 pub use db::{Db, Store};
 pub use string::Str;
 pub use value::Value;
+
+/// Hints the CPU to start loading the cache line at `p`.
+#[inline]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: PREFETCHT0 is a hint: it never faults, whatever the address, and reads
+        // nothing into the program. SSE is baseline on x86-64.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
