@@ -1183,6 +1183,33 @@ mod tests {
         assert_eq!(db.table.capacity(), cap);
     }
 
+    #[test]
+    fn a_table_a_snapshot_held_is_shrunk_once_it_is_let_go() {
+        // The shrink walk runs only after removals; a segment a snapshot held when it ran is
+        // looked at again on a later call, with no removal in between.
+        let mut db = db_at(0);
+        for i in 0..20_000u32 {
+            let k = Bytes::from(format!("k{i}"));
+            db.insert(k.clone(), Value::str(b"v"));
+            db.set_expire(&k, 1_000_000);
+        }
+        let peak = db.table.capacity().1;
+        // PERSIST leaves the keys (no merge: the segments stay full) and the TTL tables sparse.
+        for i in 100..20_000u32 {
+            assert!(db.persist(format!("k{i}").as_bytes()));
+        }
+        let held = db.table.capacity().1;
+        let snap = db.snapshot();
+        db.shrink_if_sparse();
+        assert_eq!(db.table.capacity().1, held, "a held segment is not shrunk");
+        drop(snap);
+        db.shrink_if_sparse();
+        let expires = db.table.capacity().1;
+        assert!(expires < peak / 20, "{expires} of {peak}");
+        assert_eq!(db.len(), 20_000);
+        assert_eq!(db.expire_at(b"k7"), Some(1_000_000));
+    }
+
     mod model {
         //! The key table against a `HashMap` model: inserts, replacements and removals of keys of
         //! every interesting length (0, 15/16/17 around the 16-byte key, the 1/2-byte varint
