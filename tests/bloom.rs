@@ -502,3 +502,62 @@ fn redis_crate_parses_bloom_replies() {
         assert!(err.is_err_and(|e| e.to_string().contains("not found")));
     }
 }
+
+/// A pipelined batch over filters too big for the caches prefetches its items' probes
+/// (`commands::prefetch_keys`): the replies must be those of the same commands sent one by one.
+#[test]
+fn pipelined_filter_batches_answer_as_commands_one_by_one() {
+    let s = start_server();
+    let mut c = s.raw();
+    assert_eq!(
+        cmd(&mut c, &["BF.RESERVE", "bf", "0.01", "2000000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(cmd(&mut c, &["CF.RESERVE", "cf", "2000000"]), "+OK\r\n");
+    let item = |i: u32| format!("item:{i}");
+    // Half the items are added, pipelined in batches, then every item is asked about.
+    let mut batch = Vec::new();
+    for i in (0..4000).step_by(2) {
+        batch.extend(common::encode_command(&[
+            b"BF.ADD",
+            b"bf",
+            item(i).as_bytes(),
+        ]));
+        batch.extend(common::encode_command(&[
+            b"CF.ADD",
+            b"cf",
+            item(i).as_bytes(),
+        ]));
+    }
+    c.send_raw(&batch);
+    for _ in (0..4000).step_by(2) {
+        assert_eq!(c.read_reply(), b":1\r\n", "BF.ADD of a new item");
+        assert_eq!(c.read_reply(), b":1\r\n", "CF.ADD");
+    }
+    let queries: Vec<[Vec<u8>; 3]> = (0..4000)
+        .flat_map(|i| {
+            [
+                [b"BF.EXISTS".to_vec(), b"bf".to_vec(), item(i).into_bytes()],
+                [b"CF.EXISTS".to_vec(), b"cf".to_vec(), item(i).into_bytes()],
+                [b"bf.exists".to_vec(), b"cf".to_vec(), item(i).into_bytes()],
+            ]
+        })
+        .collect();
+    let one_by_one: Vec<Vec<u8>> = queries
+        .iter()
+        .map(|q| c.cmd(&[&q[0], &q[1], &q[2]]))
+        .collect();
+    let mut batch = Vec::new();
+    for q in &queries {
+        batch.extend(common::encode_command(&[&q[0], &q[1], &q[2]]));
+    }
+    c.send_raw(&batch);
+    for (i, expected) in one_by_one.iter().enumerate() {
+        assert_eq!(&c.read_reply(), expected, "query {i}");
+    }
+    for i in (0..4000).step_by(2) {
+        assert_eq!(one_by_one[3 * i as usize], b":1\r\n", "no false negative");
+        assert_eq!(one_by_one[3 * i as usize + 1], b":1\r\n");
+    }
+    // (BF.EXISTS on the cuckoo key: whatever RedisBloom answers one by one, the batch answers.)
+}

@@ -25,6 +25,7 @@ use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 pub use crate::store::db::PREFETCH_BATCH;
 use crate::store::db::{Db, Store};
+use crate::store::value::Value;
 
 pub mod args;
 pub mod bloom;
@@ -474,14 +475,53 @@ impl Ctx<'_> {
 /// misses overlap instead of coming one command at a time ([`Db::prefetch`]). Takes each
 /// request's first argument as its key, which it is for every single-key command; for any other
 /// command it is a wasted hint, never a change in what runs.
+///
+/// Then, for `CF.*` requests of one key and one item (CF.ADD, CF.EXISTS...) and BF.EXISTS, it
+/// starts the misses of the item's probes in the filter, which is where those
+/// commands wait on a filter bigger than the caches (`ScalingBloom::prefetch_item`,
+/// `CuckooFilter::prefetch_item`).
 pub fn prefetch_keys<'a>(
     engine: &Engine,
     client: &ClientState,
-    batch: impl Iterator<Item = &'a [Bytes]>,
+    batch: impl Iterator<Item = &'a [Bytes]> + Clone,
 ) {
-    if let Some(db) = engine.store.dbs.get(client.db) {
-        db.prefetch(batch.filter_map(|argv| argv.get(1)).map(|key| &key[..]));
+    let Some(db) = engine.store.dbs.get(client.db) else {
+        return;
+    };
+    db.prefetch(
+        batch
+            .clone()
+            .filter_map(|argv| argv.get(1))
+            .map(|key| &key[..]),
+    );
+    for argv in batch.take(crate::store::db::PREFETCH_BATCH) {
+        let [name, key, item] = argv else {
+            continue;
+        };
+        if !names_a_filter_command(name) {
+            continue;
+        }
+        match db.peek_value(key) {
+            // Not for BF.ADD, whose own prefetch already covers the probes it writes: with the
+            // batch's prefetch too, its server CPU per request went up (1.43 -> 1.63 us, pinned,
+            // 10M-capacity filter, 5 rounds) while BF.EXISTS's went down (1.40 -> 1.23).
+            Some(Value::Bloom(b)) if name.eq_ignore_ascii_case(b"BF.EXISTS") => {
+                b.prefetch_item(item)
+            }
+            Some(Value::Cuckoo(c)) => c.prefetch_item(item),
+            _ => {}
+        }
     }
+}
+
+/// `BF.` or `CF.` in any case: a cheap test that keeps the filter prefetch's lookup away from
+/// every other command.
+#[inline]
+fn names_a_filter_command(name: &[u8]) -> bool {
+    name.len() > 3
+        && matches!(name[0] | 0x20, b'b' | b'c')
+        && name[1] | 0x20 == b'f'
+        && name[2] == b'.'
 }
 
 pub fn dispatch(

@@ -154,7 +154,7 @@ const _: () = assert!(PAGE_BYTES == 1 << PAGE_SHIFT && PAGE_BYTES <= super::page
 
 /// Chains up to this size (about half a Zen 2 / Skylake-SP L2) are not prefetched (see
 /// [`ScalingBloom::prefetch`]).
-const PREFETCH_MIN_BYTES: u64 = 256 * 1024;
+pub(super) const PREFETCH_MIN_BYTES: u64 = 256 * 1024;
 
 /// Links with at most this many probes have them computed once per item, for the prefetch and
 /// the write alike ([`NewestProbes`]); `k` is 7 at the default 1% and grows by one per link of a
@@ -1095,6 +1095,17 @@ impl ScalingBloom {
         let (a, b) = self.hash(item);
         self.prefetch(a, b);
         self.links.iter().rev().any(|l| l.check(a, b))
+    }
+
+    /// Starts the cache misses of `item`'s probes (as [`ScalingBloom::exists`] does first), for
+    /// a pipelined batch that prefetches all its BF.ADD / BF.EXISTS items before running them
+    /// (`commands::prefetch_keys`): one command's probes overlap already, a batch's overlap
+    /// across commands too. A hint: nothing is read into the program.
+    pub fn prefetch_item(&self, item: &[u8]) {
+        if self.worth_prefetching() {
+            let (a, b) = self.hash(item);
+            self.prefetch(a, b);
+        }
     }
 
     /// Starts the cache misses of a lookup in parallel: the first two probes of every link (a

@@ -664,6 +664,29 @@ impl CuckooFilter {
             .sum()
     }
 
+    /// Starts the cache misses of `item`'s two buckets in every sub-filter, for a pipelined
+    /// batch that prefetches its CF.ADD / CF.EXISTS items before running them
+    /// (`commands::prefetch_keys`), so the commands' misses overlap. Nothing for a filter small
+    /// enough to stay in the core's L2. A hint: nothing is read into the program.
+    pub fn prefetch_item(&self, item: &[u8]) {
+        if self.filters.iter().map(SubFilter::len).sum::<u64>() <= super::bloom::PREFETCH_MIN_BYTES
+        {
+            return;
+        }
+        let h = Hashed::new(item);
+        let b = self.bucket_size as u64;
+        for f in &self.filters {
+            for off in [
+                bucket_offset(h.h1, f.num_buckets, b),
+                bucket_offset(h.h2, f.num_buckets, b),
+            ] {
+                if let Some(bucket) = f.data.slice(off, 1) {
+                    super::prefetch(bucket.as_ptr());
+                }
+            }
+        }
+    }
+
     /// `CF.DEL` (§3.5). Returns whether a fingerprint was removed.
     pub fn delete(&mut self, item: &[u8]) -> bool {
         let h = Hashed::new(item);

@@ -227,6 +227,12 @@ impl Db {
         self.table.prefetch(&hashes[..n]);
     }
 
+    /// The value of `key` without any of a lookup's effects (no expiry, no statistics): for
+    /// hints such as `commands::prefetch_keys`, which may look at a key that is due.
+    pub fn peek_value(&self, key: &[u8]) -> Option<&Value> {
+        self.get(key).map(Entry::value)
+    }
+
     fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.table.find(self.hash(key), key)
     }
