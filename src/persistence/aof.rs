@@ -779,6 +779,10 @@ pub fn flush_all(shared: &Shared) {
         if write_pending(shared, sink).is_ok() && sync_sink(sink).is_ok() {
             sink.synced = sink.written;
         }
+        // A clean stop leaves Redis's layout: no prepared switch beside the manifest's files.
+        if let Some(p) = sink.prepared.take() {
+            discard_prepared(p, None);
+        }
         publish_progress(shared, Some(sink));
     }
 }
