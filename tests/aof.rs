@@ -409,6 +409,75 @@ fn prepared_dir(tag: &str) -> Dir {
     dir
 }
 
+/// What a crash can leave of a prepared rewrite switch beside the manifest's files: an incr file
+/// past the manifest's last one (empty as prepared, or with bytes if the crash fell after a
+/// switch's rename but before the directory reached the disk — unacknowledged under `always`)
+/// and temp manifests `temp-<name>.manifest.<seq>`. Redis 7.0.15 loads such a directory, reading
+/// only what the manifest names; so do we, and at startup we delete them and prepare our next
+/// switch afresh: the incr file after the manifest's last, empty (whatever a leftover held).
+#[test]
+fn leftover_prepared_switch_files_are_ignored_by_both_servers_and_cleaned() {
+    let dir = prepared_dir("aof-leftover");
+    let ad = dir.join("appendonlydir");
+    let manifest = std::fs::read_to_string(ad.join("appendonly.aof.manifest")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ad.join("temp-appendonly.aof.manifest.2")).unwrap(),
+        format!("{manifest}file appendonly.aof.2.incr.aof seq 2 type i\n"),
+        "the killed server had prepared its next switch"
+    );
+    let junk = common::encode_command(&[b"SET", b"s1", b"junk"]);
+    std::fs::write(ad.join("appendonly.aof.2.incr.aof"), &junk).unwrap();
+    std::fs::write(ad.join("appendonly.aof.7.incr.aof"), &junk).unwrap();
+    std::fs::write(ad.join("temp-appendonly.aof.manifest.2"), "garbage").unwrap();
+    std::fs::write(
+        ad.join("temp-appendonly.aof.manifest.7"),
+        "file appendonly.aof.7.incr.aof seq 7 type i\n",
+    )
+    .unwrap();
+    let theirs = {
+        let redis = RealRedis::start(&["--dir", dir.to_str().unwrap(), "--appendonly", "yes"]);
+        let mut r = redis.raw();
+        wait_loaded(&mut r);
+        probe(&mut r)
+    };
+    assert_eq!(theirs[0], b"$2\r\nv1\r\n", "Redis loaded a leftover");
+    let (mut child, addr) = Hb::spawn(&dir, &["--appendonly", "yes"]);
+    let mut c = connect_when_ready(addr);
+    wait_loaded(&mut c);
+    assert_eq!(probe(&mut c), theirs);
+    child.kill9();
+    let mut names: Vec<String> = std::fs::read_dir(&ad)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "appendonly.aof.1.base.rdb",
+            "appendonly.aof.1.incr.aof",
+            "appendonly.aof.2.incr.aof",
+            "appendonly.aof.manifest",
+            "temp-appendonly.aof.manifest.2"
+        ]
+    );
+    assert_eq!(
+        std::fs::metadata(ad.join("appendonly.aof.2.incr.aof"))
+            .unwrap()
+            .len(),
+        0,
+        "the leftover's bytes survived into the prepared incr file"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ad.join("temp-appendonly.aof.manifest.2")).unwrap(),
+        format!("{manifest}file appendonly.aof.2.incr.aof seq 2 type i\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ad.join("appendonly.aof.manifest")).unwrap(),
+        manifest
+    );
+}
+
 #[test]
 fn a_truncated_tail_follows_aof_load_truncated() {
     let dir = prepared_dir("aof-trunc");
@@ -1038,6 +1107,22 @@ fn a_redis6_single_file_aof_is_migrated_as_redis_7_does() {
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .collect();
             names.sort();
+            if server == "ours" {
+                // Beside Redis's files, the next rewrite's switch prepared off the locks (an
+                // empty incr file and a temp manifest naming it; Redis reads neither, and a
+                // clean shutdown removes them): exactly those two, then the same layout.
+                let prepared = [
+                    "appendonly.aof.2.incr.aof",
+                    "temp-appendonly.aof.manifest.2",
+                ];
+                let (extra, rest): (Vec<String>, Vec<String>) = names
+                    .into_iter()
+                    .partition(|n| prepared.contains(&n.as_str()));
+                assert_eq!(extra, prepared, "preamble {preamble}: the prepared switch");
+                let incr2 = dir.join("appendonlydir/appendonly.aof.2.incr.aof");
+                assert_eq!(std::fs::metadata(incr2).unwrap().len(), 0);
+                names = rest;
+            }
             let manifest =
                 std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
             listings.push((names, manifest));

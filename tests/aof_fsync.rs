@@ -51,19 +51,20 @@ impl Drop for Traced {
 }
 
 fn start_traced(tag: &str) -> (Traced, RawConn) {
+    start_traced_with(
+        tag,
+        "trace=fdatasync",
+        &["--no-appendfsync-on-rewrite", "yes"],
+    )
+}
+
+/// The server under `strace -f -y` (file descriptors shown with their paths) tracing `trace`.
+fn start_traced_with(tag: &str, trace: &str, extra: &[&str]) -> (Traced, RawConn) {
     let dir = tempdir(tag);
     let log = dir.join("strace.log");
     let port = free_port();
     let child = Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-e",
-            "trace=fdatasync",
-            "-e",
-            "signal=none",
-            "-o",
-        ])
+        .args(["-f", "-y", "-qq", "-e", trace, "-e", "signal=none", "-o"])
         .arg(&log)
         .arg(env!("CARGO_BIN_EXE_hyperbloom"))
         .args([
@@ -76,7 +77,7 @@ fn start_traced(tag: &str) -> (Traced, RawConn) {
         ])
         .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
         .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .args(["--no-appendfsync-on-rewrite", "yes"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -214,4 +215,127 @@ fn rdb_key_save_delay_is_hidden_from_patterns_as_in_redis() {
         c.cmd_str(&["CONFIG", "GET", "rdb-key-save-delay"]),
         b"*2\r\n$18\r\nrdb-key-save-delay\r\n$2\r\n-5\r\n"
     );
+}
+
+/// One traced call: the thread, the call's name and its first line (a call another thread
+/// interrupts shows as `<unfinished ...>` then `<... resumed>`: the first line is its start, so
+/// a call that began after another ended comes later in the log).
+struct Call {
+    tid: String,
+    name: String,
+    line: String,
+}
+
+fn calls(log: &Path) -> Vec<Call> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains(" resumed>"))
+        .filter_map(|l| {
+            let (tid, rest) = l.split_once(' ')?;
+            let name = rest.trim_start().split('(').next()?.to_string();
+            Some(Call {
+                tid: tid.to_string(),
+                name,
+                line: l.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The rewrite switch's crash guarantee under `always`, in the order of the system calls: the
+/// switch renames a manifest prepared (and fsynced) off the locks, the directory is fsynced
+/// after that rename and before the first fdatasync of the new incr file — the fsync a reply
+/// waits for — and the prepared manifest was fsynced by another thread than the one that renamed
+/// it (which holds the locks), whose call before the rename is no fsync of a manifest. (The
+/// directory fsync may run on the renaming thread: the cron's writer pass follows the switch
+/// there, after the keyspace lock is released; strace cannot see the lock.) A kill -9 test cannot see a missing fsync (the
+/// page cache survives it); this one can. `rdb-key-save-delay` holds each rewrite open, so the
+/// writes land in the new incr file before the rewrite thread's own manifest (and its directory
+/// fsync) could cover them.
+#[test]
+fn the_rewrite_switch_fsyncs_the_directory_before_the_new_incr_off_the_locks() {
+    let (server, mut c) = start_traced_with(
+        "switch",
+        "trace=fsync,fdatasync,rename",
+        &["--no-appendfsync-on-rewrite", "no"],
+    );
+    // 100 keys at 20 ms each: a rewrite stays open for ~2 s.
+    sets(&mut c, "fill:", 100);
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "20000"]),
+        b"+OK\r\n"
+    );
+    let rewrites = 3;
+    for round in 0..rewrites {
+        assert!(c.cmd_str(&["BGREWRITEAOF"]).starts_with(b"+"));
+        // The cron starts it (the switch happens then).
+        wait_field(&mut c, "aof_rewrite_in_progress", "1");
+        sets(&mut c, &format!("r{round}:"), 5);
+        assert_eq!(
+            persistence_field(&mut c, "aof_rewrite_in_progress"),
+            "1",
+            "the rewrite ended before the writes did"
+        );
+        wait_field(&mut c, "aof_rewrite_in_progress", "0");
+    }
+    // strace logs a call when it returns.
+    std::thread::sleep(Duration::from_millis(200));
+    let calls = calls(&server.log);
+    let is_dir_fsync = |c: &Call| c.name == "fsync" && c.line.contains("/appendonlydir>)");
+    let mut switches = 0;
+    for (i, r) in calls.iter().enumerate() {
+        // rename("<dir>/temp-appendonly.aof.manifest.<seq>", "<dir>/appendonly.aof.manifest")
+        let Some(seq) = r
+            .line
+            .split("temp-appendonly.aof.manifest.")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+        else {
+            continue;
+        };
+        if r.name != "rename" {
+            continue;
+        }
+        switches += 1;
+        let incr = format!("/appendonly.aof.{seq}.incr.aof>");
+        let first_sync = calls[i + 1..]
+            .iter()
+            .position(|c| (c.name == "fdatasync" || c.name == "fsync") && c.line.contains(&incr))
+            .unwrap_or_else(|| panic!("no fsync of incr {seq} after its switch"))
+            + i
+            + 1;
+        assert!(
+            calls[i + 1..first_sync].iter().any(is_dir_fsync),
+            "incr {seq} was fsynced (a reply released) before the directory after the rename:\n{}",
+            calls[i..=first_sync]
+                .iter()
+                .map(|c| c.line.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // The temp manifest was fsynced before, by another thread (startup or the rewrite
+        // thread); the renaming thread's call before the rename is no fsync of a manifest.
+        let temp = format!("/temp-appendonly.aof.manifest.{seq}>");
+        let prepared = calls[..i]
+            .iter()
+            .rfind(|c| c.name == "fsync" && c.line.contains(&temp))
+            .unwrap_or_else(|| panic!("the prepared manifest {seq} was never fsynced"));
+        assert_ne!(
+            prepared.tid, r.tid,
+            "the thread holding the locks fsynced the prepared manifest"
+        );
+        if let Some(prev) = calls[..i].iter().rfind(|c| c.tid == r.tid) {
+            assert!(
+                !prev.line.contains("manifest"),
+                "the thread holding the locks fsynced a manifest before the rename: {}",
+                prev.line
+            );
+        }
+    }
+    assert_eq!(
+        switches, rewrites,
+        "every rewrite should switch with a prepared manifest"
+    );
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":115\r\n");
 }

@@ -24,7 +24,8 @@ pub mod tracking;
 
 pub use propagate::{SubscriberId, WriteStream};
 pub use shared::{
-    AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, Shared, Stats,
+    AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, PreparedSwitch,
+    Shared, Stats,
 };
 
 /// Per-command statistics (INFO commandstats).

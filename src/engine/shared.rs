@@ -265,7 +265,25 @@ pub struct AofRewriteJob {
     pub started: Instant,
     /// `store::keytable::entries_copied` when the snapshot was taken.
     pub copied_at_start: u64,
-    pub outcome: Mutex<Option<Result<(), String>>>,
+    /// Ok carries the next switch, prepared by the rewrite thread after its manifest.
+    pub outcome: Mutex<Option<Result<Option<PreparedSwitch>, String>>>,
+}
+
+/// The next rewrite's switch, made ready off the locks (`persistence::aof`): an empty incr file
+/// and a temp manifest naming it, both fsynced and the directory too. The switch only renames
+/// the temp manifest into place, if the manifest in force is still `after`.
+#[derive(Debug)]
+pub struct PreparedSwitch {
+    /// The manifest text it extends (the one in force when it was prepared).
+    pub after: String,
+    /// The AOF directory, and the new incr file's sequence number, name and open handle.
+    pub dir: std::path::PathBuf,
+    pub seq: u64,
+    pub incr_name: String,
+    pub file: std::fs::File,
+    /// The fsynced temp manifest and its text (`after` plus the new incr).
+    pub temp: std::path::PathBuf,
+    pub manifest: String,
 }
 
 /// The open AOF: the incr file being appended to and the group-commit bookkeeping (the logic is
@@ -296,6 +314,11 @@ pub struct AofSink {
     pub last_write_ok: bool,
     /// The manifest in force, as text (empty while CONFIG SET appendonly yes writes the first base).
     pub manifest: String,
+    /// The next rewrite's switch, when prepared and still matching `manifest`.
+    pub prepared: Option<PreparedSwitch>,
+    /// A switch renamed a manifest into this directory without fsyncing it: the directory is
+    /// fsynced before the first fsync of the new incr file (under `always`, before any reply).
+    pub dir_sync_owed: Option<std::path::PathBuf>,
 }
 
 impl Default for PersistenceStatus {
