@@ -61,20 +61,20 @@ generate() { # set -> path of its dump.rdb
   echo "$dir/dump.rdb"
 }
 
-loadtime() { # kind rdb -> seconds
-  local kind=$1 rdb=$2 log=$WORK/load.log
-  rm -rf "$WORK/load"; mkdir -p "$WORK/load"; cp "$rdb" "$WORK/load/dump.rdb"
+loadtime() { # kind rdb port -> seconds (a fresh port per start: a server just killed may hold the last)
+  local kind=$1 rdb=$2 port=$3 log=$WORK/load.log
+  rm -rf "$WORK/load"; mkdir -p "$WORK/load"; cp "$rdb" "$WORK/load/dump.rdb"; : >"$log"
   if [ "$kind" = hyperbloom ]; then
-    "$BIN" --port $PORT --bind 127.0.0.1 --save "" --dir "$WORK/load" --loglevel notice >"$log" 2>&1 &
+    "$BIN" --port $port --bind 127.0.0.1 --save "" --dir "$WORK/load" --loglevel notice >"$log" 2>&1 &
   else
-    redis-server --loadmodule "$MODULE" --port $PORT --bind 127.0.0.1 --save "" --dir "$WORK/load" \
+    redis-server --loadmodule "$MODULE" --port $port --bind 127.0.0.1 --save "" --dir "$WORK/load" \
       --loglevel notice >"$log" 2>&1 &
   fi
   PID=$!
   for _ in $(seq 1200); do grep -q "DB loaded from disk" "$log" && break; sleep 0.05; done
   kill $PID 2>/dev/null; wait $PID 2>/dev/null || true; PID=
   grep -o "DB loaded from disk: [0-9.]*" "$log" | awk '{print $NF}' | grep . \
-    || { echo "$kind did not report a load of $rdb:" >&2; tail -3 "$log" >&2; exit 1; }
+    || { echo "$kind did not report a load of $rdb (port $port):" >&2; tail -5 "$log" >&2; exit 1; }
 }
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(redis-server --version | cut -d' ' -f3); $BIN"
@@ -85,9 +85,9 @@ for set in "${SETS[@]}"; do
   hbs=(); rds=(); rs=()
   for round in $(seq "$ROUNDS"); do
     if [ $((round % 2)) = 1 ]; then
-      h=$(loadtime hyperbloom "$rdb"); r=$(loadtime redis "$rdb")
+      h=$(loadtime hyperbloom "$rdb" $((PORT + 2 * round))); r=$(loadtime redis "$rdb" $((PORT + 2 * round + 1)))
     else
-      r=$(loadtime redis "$rdb"); h=$(loadtime hyperbloom "$rdb")
+      r=$(loadtime redis "$rdb" $((PORT + 2 * round + 1))); h=$(loadtime hyperbloom "$rdb" $((PORT + 2 * round)))
     fi
     hbs+=("$h"); rds+=("$r"); rs+=("$(awk -v h="$h" -v r="$r" 'BEGIN {printf "%.2f", r / (h > 0 ? h : 0.001)}')")
   done
