@@ -631,18 +631,37 @@ impl Db {
     /// with nothing changed, if the key is already there (a corrupt file's duplicate).
     pub fn load_new(&mut self, key: &[u8], value: Value, expire_ms: Option<u64>) -> bool {
         let h = self.hash(key);
-        let added = self.table.upsert(h, key, |found| match found {
-            Some(_) => (None, false),
-            None => (Some(Entry::new(key, ENC_NONE, value)), true),
-        });
-        if added {
-            if let Some(when) = expire_ms {
-                let k = Bytes::copy_from_slice(key);
-                self.table.set_expiry(h, k.clone(), when);
-                self.expire_queue.insert((when, k));
-            }
+        self.load_entry(h, Db::new_entry(key, value), expire_ms)
+            .is_ok()
+    }
+
+    /// The entry [`Db::load_new`] would make for `key`, built where the caller likes (a load
+    /// builds entries on its decoding thread, and [`Db::load_entry`] inserts them).
+    pub fn new_entry(key: &[u8], value: Value) -> Entry {
+        Entry::new(key, ENC_NONE, value)
+    }
+
+    /// This database's key hash, for [`Db::load_entry`]'s `h` computed on another thread.
+    pub fn key_hasher(&self) -> crate::store::keytable::KeyHasher {
+        self.table.hasher()
+    }
+
+    /// [`Db::load_new`] of an entry made by [`Db::new_entry`], whose key hashes to `h` by
+    /// [`Db::key_hasher`]: the entry back, nothing changed, if its key is already there.
+    pub fn load_entry(
+        &mut self,
+        h: u64,
+        entry: Entry,
+        expire_ms: Option<u64>,
+    ) -> Result<(), Entry> {
+        debug_assert_eq!(h, self.hash(entry.key()));
+        let k = expire_ms.map(|_| Bytes::copy_from_slice(entry.key()));
+        self.table.insert_if_absent(h, entry)?;
+        if let (Some(when), Some(k)) = (expire_ms, k) {
+            self.table.set_expiry(h, k.clone(), when);
+            self.expire_queue.insert((when, k));
         }
-        added
+        Ok(())
     }
 
     pub fn set_expire(&mut self, key: &[u8], when_ms: u64) -> bool {

@@ -102,6 +102,18 @@ pub fn entries_copied() -> u64 {
     super::entry::copies()
 }
 
+/// A key table's hash function, detached from the table ([`KeyTable::hasher`]).
+#[derive(Clone)]
+pub struct KeyHasher(ahash::RandomState);
+
+impl KeyHasher {
+    /// What [`KeyTable::hash`] answers for `key` on the table this came from.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.0.hash_one(key)
+    }
+}
+
 /// The keys whose hash maps here, and their TTLs. Shared (behind `Arc`) with the snapshots taken
 /// since it was last written.
 #[derive(Debug, Default)]
@@ -215,6 +227,11 @@ impl KeyTable {
         self.hasher.hash_one(key)
     }
 
+    /// This table's key hash, to compute on another thread (a load's decoding thread).
+    pub fn hasher(&self) -> KeyHasher {
+        KeyHasher(self.hasher.clone())
+    }
+
     /// The segment of hash `h`.
     #[inline]
     fn seg_of(&self, h: u64) -> usize {
@@ -308,6 +325,25 @@ impl KeyTable {
         seg.map
             .insert_unique(h, entry, |e| hasher.hash_one(e.key()));
         self.grew();
+    }
+
+    /// Adds `entry` (whose key hashes to `h`) if its key is not in the table, with one probe; the
+    /// entry back if the key is there (a load's duplicate key).
+    pub fn insert_if_absent(&mut self, h: u64, entry: Entry) -> Result<(), Entry> {
+        let i = self.seg_of(h);
+        let hasher = &self.hasher;
+        let seg = unshare(&mut self.segs[i]);
+        match seg
+            .map
+            .entry(h, |e| e.key() == entry.key(), |e| hasher.hash_one(e.key()))
+        {
+            hashbrown::hash_table::Entry::Occupied(_) => Err(entry),
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(entry);
+                self.grew();
+                Ok(())
+            }
+        }
     }
 
     /// One probe for a write that replaces or creates (SET, INCR...): `f` gets the entry of

@@ -146,7 +146,7 @@ pub fn load_rdb(bytes: &[u8]) -> (Vec<RdbEntry>, LoadStats) {
     let mut entries = Vec::new();
     let stats = RdbReader::new(bytes, bytes.len() as u64)
         .load_file(LoadOptions::default(), 0, |db, k, v, e| {
-            entries.push((db, k, v, e));
+            entries.push((db, bytes::Bytes::copy_from_slice(k), v, e));
             Ok(())
         })
         .expect("the vector file loads");
