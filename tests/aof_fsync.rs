@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{connect_when_ready, free_port, persistence_field, tempdir, wait_loaded, RawConn};
+use common::{
+    binary_args, connect_when_ready, free_port, persistence_field, tempdir, wait_loaded, RawConn,
+};
 
 /// The AOF fsyncs `strace` has logged so far.
 fn fdatasyncs(log: &Path) -> usize {
@@ -67,15 +69,7 @@ fn start_traced_with(tag: &str, trace: &str, extra: &[&str]) -> (Traced, RawConn
         .args(["-f", "-y", "-qq", "-e", trace, "-e", "signal=none", "-o"])
         .arg(&log)
         .arg(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .args(binary_args(port, &dir, ""))
         .args(["--appendonly", "yes", "--appendfsync", "always"])
         .args(extra)
         .stdout(Stdio::null())

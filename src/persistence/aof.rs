@@ -284,15 +284,20 @@ fn io_context(what: &str, path: &Path, e: std::io::Error) -> String {
 /// Installs `m` as the manifest atomically (temp, fsync, rename, fsync of the directory).
 pub fn write_manifest(paths: &AofPaths, m: &Manifest) -> Result<(), String> {
     let tmp = paths.dir.join(format!("temp-{}.manifest", paths.filename));
-    let mut f =
-        File::create(&tmp).map_err(|e| io_context("Can't open the AOF manifest", &tmp, e))?;
-    f.write_all(m.format().as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| io_context("Can't write the AOF manifest", &tmp, e))?;
-    drop(f);
+    write_synced_manifest(&tmp, &m.format())?;
     std::fs::rename(&tmp, paths.manifest())
         .map_err(|e| io_context("Can't install the AOF manifest", &paths.manifest(), e))?;
     sync_dir(&paths.dir)
+}
+
+/// Writes manifest text to the file at `path` and fsyncs it (not yet installed: the caller
+/// renames it into place).
+fn write_synced_manifest(path: &Path, text: &str) -> Result<(), String> {
+    let mut f =
+        File::create(path).map_err(|e| io_context("Can't open the AOF manifest", path, e))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| io_context("Can't write the AOF manifest", path, e))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), String> {
@@ -324,13 +329,8 @@ fn prepared_temp_name(paths: &AofPaths, seq: u64) -> String {
 /// the directory, so both entries are durable before the switch renames the manifest into place.
 fn prepare_switch(paths: &AofPaths, m: &Manifest) -> Result<PreparedSwitch, String> {
     let seq = m.incrs.last().map_or(1, |e| e.seq + 1);
-    let incr_name = paths.incr_name(seq);
+    let (file, incr_name) = open_incr(paths, seq)?;
     let path = paths.dir.join(&incr_name);
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| io_context("Can't open the append-only file", &path, e))?;
     file.set_len(0)
         .and_then(|_| file.sync_all())
         .map_err(|e| io_context("Can't prepare the append-only file", &path, e))?;
@@ -342,12 +342,7 @@ fn prepare_switch(paths: &AofPaths, m: &Manifest) -> Result<PreparedSwitch, Stri
     });
     let manifest = next.format();
     let temp = paths.dir.join(prepared_temp_name(paths, seq));
-    let mut f =
-        File::create(&temp).map_err(|e| io_context("Can't open the AOF manifest", &temp, e))?;
-    f.write_all(manifest.as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| io_context("Can't write the AOF manifest", &temp, e))?;
-    drop(f);
+    write_synced_manifest(&temp, &manifest)?;
     sync_dir(&paths.dir)?;
     Ok(PreparedSwitch {
         after: m.format(),

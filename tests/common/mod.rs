@@ -143,6 +143,18 @@ pub fn spawn_binary(
     spawn_binary_with(dir, save, &[])
 }
 
+/// The arguments every spawned test binary starts with: `port` on 127.0.0.1, `dir`, the `save`
+/// points, warnings only.
+pub fn binary_args(port: u16, dir: &std::path::Path, save: &str) -> Vec<String> {
+    let dir = dir.to_str().unwrap();
+    let port = port.to_string();
+    ["--port", &port, "--bind", "127.0.0.1", "--save", save]
+        .into_iter()
+        .chain(["--dir", dir, "--loglevel", "warning"])
+        .map(String::from)
+        .collect()
+}
+
 /// [`spawn_binary`] with extra `--directive value` arguments.
 pub fn spawn_binary_with(
     dir: &std::path::Path,
@@ -151,15 +163,7 @@ pub fn spawn_binary_with(
 ) -> (std::process::Child, std::net::SocketAddr) {
     let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            save,
-        ])
-        .args(["--dir", dir.to_str().unwrap(), "--loglevel", "warning"])
+        .args(binary_args(port, dir, save))
         .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
