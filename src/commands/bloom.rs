@@ -15,7 +15,7 @@ use crate::error::{self, CmdError};
 use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
-use crate::store::db::TypedLookup;
+use crate::store::db::{ReadView, SharedDb, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -81,8 +81,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("bf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Bloom Filter.", add),
     cmd("bf.madd", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", madd),
     cmd("bf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", insert),
-    cmd("bf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether an item exists in a Bloom Filter.", exists),
-    cmd("bf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Bloom Filter.", mexists),
+    cmd("bf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether an item exists in a Bloom Filter.", exists).shared_read(exists_shared),
+    cmd("bf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Bloom Filter.", mexists).shared_read(mexists_shared),
     cmd("bf.info", -2, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Returns information about a Bloom Filter.", info),
     cmd("bf.card", 2, READONLY | FAST | MODULE, 1, 1, 1, "module", "2.4.4", "Returns the cardinality of a Bloom filter.", card),
     cmd("bf.debug", 2, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Shows the layout of a Bloom filter's sub-filters.", debug),
@@ -325,7 +325,15 @@ fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `BF.EXISTS key item` → 1 or 0; a missing or wrong-type key answers 0.
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let found = match ctx.db().lookup(&argv[1]) {
+    exists_on(ctx.db(), argv)
+}
+
+fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    exists_on(db, argv)
+}
+
+fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
+    let found = match db.read(&argv[1]) {
         Some(Value::Bloom(bf)) => bf.exists(&argv[2]),
         _ => false,
     };
@@ -334,8 +342,16 @@ fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `BF.MEXISTS key item [item ...]` → an array of 1/0.
 fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    mexists_on(ctx.db(), argv)
+}
+
+fn mexists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    mexists_on(db, argv)
+}
+
+fn mexists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
     let items = &argv[2..];
-    let out = match ctx.db().lookup(&argv[1]) {
+    let out = match db.read(&argv[1]) {
         Some(Value::Bloom(bf)) => Reply::bools(bf.exists_all(items).into_iter()),
         _ => Reply::bools((0..items.len()).map(|_| false)),
     };

@@ -140,7 +140,7 @@ fn set_accepted(
 }
 
 fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    for s in ctx.stats.iter_mut() {
+    for s in ctx.command_stats().iter_mut() {
         *s = Default::default();
     }
     ctx.error_stats.clear();

@@ -17,6 +17,7 @@ use crate::protocol::Reply;
 use crate::store::cuckoo::{
     CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,
 };
+use crate::store::db::{ReadView, SharedDb};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -86,9 +87,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("cf.addnx", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Cuckoo Filter if the item did not exist previously.", addnx),
     cmd("cf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist.", insert),
     cmd("cf.insertnx", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist.", insertnx),
-    cmd("cf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Cuckoo Filter.", exists),
-    cmd("cf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Cuckoo Filter.", mexists),
-    cmd("cf.count", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Return the number of times an item might be in a Cuckoo Filter.", count),
+    cmd("cf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Cuckoo Filter.", exists).shared_read(exists_shared),
+    cmd("cf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Cuckoo Filter.", mexists).shared_read(mexists_shared),
+    cmd("cf.count", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Return the number of times an item might be in a Cuckoo Filter.", count).shared_read(count_shared),
     cmd("cf.del", 3, WRITE | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Deletes an item from a Cuckoo Filter.", del),
     // RedisBloom declares no arity and registers COMPACT read-only although it rewrites the filter;
     // the handler checks argc, and the key is opened for writing so persistence counts the change.
@@ -120,8 +121,8 @@ fn classify(db: &mut Db, key: &[u8]) -> Lookup {
 }
 
 /// The filter for reading, if the key holds one.
-fn read<'a>(db: &'a mut Db, key: &[u8]) -> Option<&'a CuckooFilter> {
-    match db.lookup(key) {
+fn read<'a>(db: &'a mut impl ReadView, key: &[u8]) -> Option<&'a CuckooFilter> {
+    match db.read(key) {
         Some(Value::Cuckoo(cf)) => Some(cf),
         _ => None,
     }
@@ -429,13 +430,29 @@ fn insert_many(ctx: &mut Ctx, argv: &[Bytes], unique: bool) -> CmdResult {
 
 /// `CF.EXISTS key item` → `:1`/`:0` (`#t`/`#f`); a missing or wrong-type key answers false.
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let found = read(ctx.db(), &argv[1]).is_some_and(|cf| cf.contains(&argv[2]));
+    exists_on(ctx.db(), argv)
+}
+
+fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    exists_on(db, argv)
+}
+
+fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
+    let found = read(db, &argv[1]).is_some_and(|cf| cf.contains(&argv[2]));
     Ok(Reply::Bool(found))
 }
 
 /// `CF.MEXISTS key item [item ...]` → one boolean per item.
 fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let cf = read(ctx.db(), &argv[1]);
+    mexists_on(ctx.db(), argv)
+}
+
+fn mexists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    mexists_on(db, argv)
+}
+
+fn mexists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
+    let cf = read(db, &argv[1]);
     Ok(Reply::Array(
         argv[2..]
             .iter()
@@ -446,7 +463,15 @@ fn mexists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `CF.COUNT key item` → integer; 0 on a missing or wrong-type key.
 fn count(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let n = read(ctx.db(), &argv[1]).map_or(0, |cf| cf.count(&argv[2]));
+    count_on(ctx.db(), argv)
+}
+
+fn count_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    count_on(db, argv)
+}
+
+fn count_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
+    let n = read(db, &argv[1]).map_or(0, |cf| cf.count(&argv[2]));
     Ok(Reply::Int(n as i64))
 }
 

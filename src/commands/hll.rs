@@ -15,6 +15,7 @@ use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::events;
 use crate::protocol::Reply;
+use crate::store::db::{ReadView, SharedDb};
 use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
 use crate::store::string::StrMut;
 use crate::store::Value;
@@ -43,7 +44,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "2.8.9",
         "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).",
         pfcount,
-    ),
+    )
+    .shared_read(pfcount_shared),
     cmd(
         "pfmerge",
         -2,
@@ -182,14 +184,39 @@ fn pfcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
         return Ok(Reply::Int(card as i64));
     }
+    pfcount_union(ctx.db(), &argv[1..])
+}
+
+/// PFCOUNT of several keys: the cardinality of their union, which writes no cache.
+fn pfcount_union(db: &mut impl ReadView, keys: &[Bytes]) -> CmdResult {
     let mut max: Box<Registers> = Box::new([0u8; REGISTERS]);
-    let db = ctx.db();
-    for key in &argv[1..] {
-        if let Some(v) = db.lookup(key) {
+    for key in keys {
+        if let Some(v) = db.read(key) {
             hll::merge_into(&mut max, hll_bytes(v)?).map_err(hll_error)?;
         }
     }
     Ok(Reply::Int(hll::estimate(&hll::raw_histogram(&max)) as i64))
+}
+
+/// PFCOUNT under the shared lock: a single key whose cached cardinality is valid, or a union.
+/// A stale cache must be written back, which only the exclusive path may do.
+fn pfcount_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 2 {
+        return pfcount_union(db, &argv[1..]);
+    }
+    let Some(v) = db.read(&argv[1]) else {
+        return Ok(Reply::Int(0));
+    };
+    as_hll(v)?;
+    match v {
+        Value::Str(s) if hll::cache_is_valid(s) => {
+            Ok(Reply::Int(hll::cached_cardinality(s) as i64))
+        }
+        _ => {
+            db.defer();
+            Ok(Reply::Int(0))
+        }
+    }
 }
 
 /// `PFMERGE destkey [sourcekey ...]` → `+OK`. The destination's own registers take part.

@@ -163,11 +163,12 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         "stats" => {
             let s = &shared.stats;
             let (tracking_keys, tracking_items, tracking_prefixes) = ctx.pubsub.tracking.totals();
+            let total_commands: u64 = ctx.command_stats().iter().map(|c| c.calls).sum();
             let _ = write!(
                 out,
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
-                ctx.stats.iter().map(|c| c.calls).sum::<u64>(),
+                total_commands,
                 s.net_input_bytes.load(Ordering::Relaxed),
                 s.net_output_bytes.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -210,7 +211,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         "commandstats" => {
             out.push_str("# Commandstats\r\n");
             for (i, spec) in table().all().iter().enumerate() {
-                let s = ctx.stats[i];
+                let s = ctx.command_stats()[i];
                 if s.calls == 0 && s.rejected == 0 && s.failed == 0 {
                     continue;
                 }

@@ -33,13 +33,14 @@ use crate::error::{self, CmdError};
 use crate::events;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
+use crate::store::db::{ReadView, SharedDb};
 use crate::store::Value;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, WRITE, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys.", del),
     cmd("unlink", -2, WRITE | FAST, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys.", del),
-    cmd("exists", -2, READONLY | FAST, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist.", exists),
+    cmd("exists", -2, READONLY | FAST, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist.", exists).shared_read(exists_shared),
     cmd("touch", -2, READONLY | FAST, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", exists),
     cmd("type", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key.", type_cmd),
     cmd("keys", 2, READONLY, 0, 0, 0, "generic", "1.0.0", "Returns all key names that match a pattern.", keys),
@@ -70,6 +71,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "A container for object introspection commands.",
         handler: object_container,
         subcommands: OBJECT_SUBCOMMANDS,
+        shared_read: None,
     },
 ];
 
@@ -101,9 +103,16 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let db = ctx.db();
+    exists_on(ctx.db(), argv)
+}
+
+fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    exists_on(db, argv)
+}
+
+fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(
-        argv[1..].iter().filter(|k| db.contains(k)).count() as i64,
+        argv[1..].iter().filter(|k| db.read(k).is_some()).count() as i64,
     ))
 }
 

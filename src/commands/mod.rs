@@ -24,7 +24,7 @@ use crate::engine::{ClientHandle, Shared, WriteStream};
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 pub use crate::store::db::PREFETCH_BATCH;
-use crate::store::db::{Db, Store};
+use crate::store::db::{Db, SharedDb, Store};
 use crate::store::value::Value;
 
 pub mod args;
@@ -42,6 +42,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod replication;
 pub mod server;
+pub mod shared_path;
 pub mod strings;
 pub mod tdigest;
 pub mod topk;
@@ -104,6 +105,11 @@ pub type CmdResult = Result<Reply, CmdError>;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
+/// A read-only command's handler for the shared keyspace lock ([`shared_path`]): it sees only
+/// its database, read-only. The same command's [`Handler`] and this one share one
+/// implementation over [`ReadView`](crate::store::db::ReadView).
+pub type SharedHandler = fn(&mut SharedDb, &[Bytes]) -> CmdResult;
+
 /// One command (or subcommand) as registered.
 pub struct CommandSpec {
     /// Lower-case registered name; `container|sub` for subcommands.
@@ -120,6 +126,8 @@ pub struct CommandSpec {
     pub handler: Handler,
     /// Subcommands of a container command (CLIENT, CONFIG, ...). Empty for plain commands.
     pub subcommands: &'static [CommandSpec],
+    /// The handler for the shared keyspace lock, for the few read-only commands that have one.
+    pub shared_read: Option<SharedHandler>,
 }
 
 impl CommandSpec {
@@ -134,6 +142,12 @@ impl CommandSpec {
 
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
+    }
+
+    /// This command with a handler for the shared keyspace lock (see [`shared_path`]).
+    pub const fn shared_read(mut self, handler: SharedHandler) -> CommandSpec {
+        self.shared_read = Some(handler);
+        self
     }
 
     /// The keys of `argv` per the key positions.
@@ -382,6 +396,9 @@ pub struct Ctx<'a> {
     /// The time of this command, unix ms (Redis caches it per command).
     pub now_ms: u64,
     pub stats: &'a mut Vec<CommandStat>,
+    /// The shared-lock path's counts; read `stats` through [`Ctx::command_stats`], which adds
+    /// them in.
+    pub shared_stats: &'a [crate::engine::SharedStat],
     pub error_stats: &'a mut HashMap<String, u64>,
     /// Replication state (ids, offset, backlog, replicas, our primary).
     pub repl: &'a mut crate::engine::repl::ReplState,
@@ -397,6 +414,12 @@ impl Ctx<'_> {
     /// creating a filter or sketch does against what it reserves.
     pub fn maxmemory(&self) -> u64 {
         self.shared.maxmemory.load(Ordering::Relaxed)
+    }
+
+    /// INFO commandstats' counts, the shared-lock path's included.
+    pub fn command_stats(&mut self) -> &mut [CommandStat] {
+        crate::engine::fold_shared_stats(self.stats, self.shared_stats);
+        self.stats
     }
 
     /// The selected database, with its clock set to this command's time.
@@ -535,15 +558,19 @@ pub fn dispatch(
     if let Reply::Error(e) = &reply {
         *engine.error_stats.entry(e.code()).or_insert(0) += 1;
     }
-    // `loglevel debug` logs every command with the client's id and name: the MONITOR-free way
-    // to see what a tool such as Sentinel sends (the arguments are only formatted when enabled).
+    log_command(client, argv);
+    reply
+}
+
+/// `loglevel debug` logs every command with the client's id and name: the MONITOR-free way to see
+/// what a tool such as Sentinel sends (the arguments are only formatted when enabled).
+fn log_command(client: &ClientState, argv: &[Bytes]) {
     tracing::debug!(
         "command id={} name={} argv={}",
         client.handle.id,
         client_name(client),
         show_argv(argv)
     );
-    reply
 }
 
 fn client_name(client: &ClientState) -> String {
@@ -823,6 +850,7 @@ pub fn run(
         shared,
         now_ms,
         stats: &mut engine.stats,
+        shared_stats: &engine.shared_stats,
         error_stats: &mut engine.error_stats,
         repl: &mut engine.repl,
         stream: &mut engine.stream,
@@ -1036,6 +1064,7 @@ pub const fn cmd(
         summary,
         handler,
         subcommands: &[],
+        shared_read: None,
     }
 }
 

@@ -12,6 +12,7 @@ use super::CmdResult;
 use super::{cmd, flags::*, Action, Args, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
+use crate::store::db::SharedDb;
 
 const fn container(
     name: &'static str,
@@ -31,6 +32,7 @@ const fn container(
         summary,
         handler: no_direct_call,
         subcommands,
+        shared_read: None,
     }
 }
 
@@ -40,8 +42,8 @@ pub(super) fn no_direct_call(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response.", ping),
-    cmd("echo", 2, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the given string.", echo),
+    cmd("ping", -1, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response.", ping).shared_read(ping_shared),
+    cmd("echo", 2, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the given string.", echo).shared_read(echo_shared),
     cmd("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "6.0.0", "Handshakes with the Redis server.", hello),
     cmd("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "1.0.0", "Authenticates the connection.", auth),
     cmd("select", 2, LOADING | STALE | FAST, 0, 0, 0, "connection", "1.0.0", "Changes the selected database.", select),
@@ -94,6 +96,11 @@ fn ping(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Reply::Bulk(argv.get(1).cloned().unwrap_or_default()),
         ]));
     }
+    ping_reply(argv)
+}
+
+/// PING's reply outside the pub/sub form.
+fn ping_reply(argv: &[Bytes]) -> CmdResult {
     match argv.len() {
         1 => Ok(Reply::Status("PONG")),
         2 => Ok(Reply::Bulk(argv[1].clone())),
@@ -111,6 +118,17 @@ fn monitor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 fn echo(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Bulk(argv[1].clone()))
+}
+
+/// ECHO under the shared lock.
+fn echo_shared(_db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Bulk(argv[1].clone()))
+}
+
+/// PING under the shared lock, which `shared_path` takes only for a client with no subscription
+/// (a subscriber's RESP2 PING answers in the pub/sub form).
+fn ping_shared(_db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    ping_reply(argv)
 }
 
 /// Checks a password for `user` ("default" is the only user). No password configured means the

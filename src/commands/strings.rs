@@ -27,12 +27,12 @@ use crate::events;
 use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
-use crate::store::db::Db;
+use crate::store::db::{Db, ReadView, SharedDb};
 use crate::store::{Str, Value};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("get", 2, READONLY | FAST, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key.", get),
+    cmd("get", 2, READONLY | FAST, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key.", get).shared_read(get_shared),
     cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set),
     cmd("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
     cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
@@ -40,11 +40,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
     cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
     cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
-    cmd("mget", -2, READONLY | FAST, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys.", mget),
+    cmd("mget", -2, READONLY | FAST, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys.", mget).shared_read(mget_shared),
     cmd("mset", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
     cmd("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
     cmd("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
-    cmd("strlen", 2, READONLY | FAST, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value.", strlen),
+    cmd("strlen", 2, READONLY | FAST, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value.", strlen).shared_read(strlen_shared),
     cmd("getrange", 4, READONLY, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key.", getrange),
     cmd("substr", 4, READONLY, 1, 1, 1, "string", "1.0.0", "Returns a substring from a string value.", getrange),
     cmd("setrange", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
@@ -93,8 +93,8 @@ fn as_string(v: Option<&Value>) -> Result<Option<&Str>, CmdError> {
 }
 
 /// GET's reply for `key` (null when absent), or WRONGTYPE.
-fn get_reply(db: &mut Db, key: &[u8]) -> CmdResult {
-    Ok(match read_str_miss(db, key)? {
+fn get_reply(db: &mut impl ReadView, key: &[u8]) -> CmdResult {
+    Ok(match as_string(db.read(key))? {
         None => Reply::Null,
         // A long string's buffer is shared, not copied: O(1) under the lock (store::string).
         Some(s) => Reply::Bulk(s.to_bytes()),
@@ -240,6 +240,11 @@ fn set_generic(
 /// `GET key` → bulk string or null.
 fn get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     get_reply(ctx.db(), &argv[1])
+}
+
+/// GET under the shared lock (`shared_path`).
+fn get_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    get_reply(db, &argv[1])
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts-ms|KEEPTTL]` → OK, null when NX/XX
@@ -404,10 +409,17 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `MGET key [key ...]` → one bulk per key; null for a missing key or one of another type.
 fn mget(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let db = ctx.db();
+    mget_on(ctx.db(), argv)
+}
+
+fn mget_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    mget_on(db, argv)
+}
+
+fn mget_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
     let out = argv[1..]
         .iter()
-        .map(|k| match db.lookup(k) {
+        .map(|k| match db.read(k) {
             Some(Value::Str(s)) => Reply::Bulk(s.to_bytes()),
             _ => Reply::Null,
         })
@@ -487,8 +499,16 @@ fn append(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `STRLEN key` → the length, 0 for a missing key.
 fn strlen(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    strlen_on(ctx.db(), argv)
+}
+
+fn strlen_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    strlen_on(db, argv)
+}
+
+fn strlen_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(
-        read_str_miss(ctx.db(), &argv[1])?.map_or(0, |s| s.len()) as i64,
+        as_string(db.read(&argv[1]))?.map_or(0, |s| s.len()) as i64,
     ))
 }
 

@@ -10,6 +10,7 @@
 //! `numeric/`, `error.rs`. So "where does the server's state live?" has one answer: here.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::store::db::Store;
 
@@ -39,10 +40,40 @@ pub struct CommandStat {
     pub failed: u64,
 }
 
+/// The INFO commandstats counts of the commands that ran on the shared-lock path
+/// (`commands::shared_path`): under a shared lock `Engine::stats` cannot change, so they count
+/// here, atomically, and INFO folds them into `stats` ([`fold_shared_stats`]) before reading.
+#[derive(Debug, Default)]
+pub struct SharedStat {
+    pub calls: AtomicU64,
+    pub nanos: AtomicU64,
+}
+
+impl SharedStat {
+    /// Adds `calls` commands that took `nanos` in all.
+    pub fn add(&self, calls: u64, nanos: u64) {
+        self.calls.fetch_add(calls, Ordering::Relaxed);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+/// Moves the shared path's counts into `stats` (under the exclusive lock, so nothing is lost
+/// between the two reads of a slot: a shared-path command cannot run meanwhile).
+pub fn fold_shared_stats(stats: &mut [CommandStat], shared: &[SharedStat]) {
+    for (s, c) in stats.iter_mut().zip(shared) {
+        if c.calls.load(Ordering::Relaxed) != 0 {
+            s.calls += c.calls.swap(0, Ordering::Relaxed);
+            s.nanos += c.nanos.swap(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// What the keyspace lock guards: the data, and the statistics updated with it.
 pub struct Engine {
     pub store: Store,
     pub stats: Vec<CommandStat>,
+    /// What the shared-lock path counted, one slot per command like `stats`.
+    pub shared_stats: Box<[SharedStat]>,
     /// Error replies by code (INFO errorstats).
     pub error_stats: HashMap<String, u64>,
     /// Every client's channel, pattern and shard-channel subscriptions.
@@ -71,6 +102,7 @@ impl Engine {
         Engine {
             store: Store::new(databases),
             stats: vec![CommandStat::default(); commands],
+            shared_stats: (0..commands).map(|_| SharedStat::default()).collect(),
             error_stats: HashMap::new(),
             pubsub: pubsub::PubSub::new(),
             repl: repl::ReplState::new(shared::new_run_id()),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -383,7 +383,9 @@ impl ReplKnobs {
 /// Everything connections share. Held in an `Arc`.
 pub struct Shared {
     pub config: RwLock<Config>,
-    pub engine: Mutex<Engine>,
+    /// The keyspace lock: exclusive for every command but the few read-only ones that have a
+    /// shared-lock path (`commands::shared_path`), which run side by side on all cores.
+    pub engine: RwLock<Engine>,
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     pub next_client_id: AtomicU64,
     pub stats: Stats,
@@ -430,7 +432,7 @@ impl Shared {
         let tracking_max_keys = config.tracking_table_max_keys;
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
-            engine: Mutex::new(engine),
+            engine: RwLock::new(engine),
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             stats: Stats::default(),
@@ -475,8 +477,14 @@ impl Shared {
 
     /// The keyspace lock. A panic inside a handler is caught before it can poison the lock, but if
     /// one ever does, the data is still the data: recover it rather than refuse service.
-    pub fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn engine(&self) -> RwLockWriteGuard<'_, Engine> {
+        self.engine.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The keyspace lock, shared: for the read-only commands' shared path only (nothing under it
+    /// may change the engine but its atomics).
+    pub fn engine_shared(&self) -> RwLockReadGuard<'_, Engine> {
+        self.engine.read().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn clients(&self) -> MutexGuard<'_, HashMap<u64, Arc<ClientHandle>>> {

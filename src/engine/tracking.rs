@@ -154,6 +154,12 @@ impl Tracking {
         !self.clients.is_empty() || !self.table.is_empty() || !self.prefixes.is_empty()
     }
 
+    /// True if a command may skip tracking altogether: nothing is tracked and no invalidation is
+    /// owed (the shared-lock path, `commands::shared_path`, cannot send one).
+    pub fn quiet(&self) -> bool {
+        !self.active() && self.pending.is_empty()
+    }
+
     pub fn state(&self, id: u64) -> Option<&TrackState> {
         self.clients.get(&id)
     }

@@ -58,6 +58,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::commands::shared_path::EngineLock;
 use crate::commands::{self, Action, ClientState, PREFETCH_BATCH};
 use crate::config::{ObufLimits, OutputLimit};
 use crate::engine::signal::SignalWaiter;
@@ -227,16 +228,18 @@ pub async fn serve(
                 let started = round_now.take().unwrap_or_else(std::time::Instant::now);
                 let now = super::clock::unix_ms(started);
                 // A block, so the keyspace guard is provably gone before the commit's await.
-                let (aof_upto, done) = {
-                    let mut engine = shared.engine();
-                    if engine.shut_down {
+                let (aof_upto, done, shut_down_now) = {
+                    // Shared for a batch of reads that can run side by side with other
+                    // connections' (commands::shared_path), exclusive otherwise.
+                    let mut engine = EngineLock::for_batch(&shared, requests.get(0));
+                    if engine.engine().shut_down {
                         // The final snapshot is taken: run nothing more, answer nothing more.
                         drop(engine);
                         requests.clear();
                         close_after = true;
                         break;
                     }
-                    class_limit = if engine.pubsub.is_subscriber(handle.id) {
+                    class_limit = if engine.engine().pubsub.is_subscriber(handle.id) {
                         obuf_limits.pubsub
                     } else {
                         obuf_limits.normal
@@ -251,19 +254,23 @@ pub async fn serve(
                     // sends to this very client go out before that command's reply, as in Redis.
                     drain_pushes(&handle, &mut outbuf);
                     let mut done = 0;
+                    let mut shut_down_now = false;
                     client.cmd_clock = Some(started);
                     let batch = requests.len();
                     for i in 0..batch {
                         if i % PREFETCH_BATCH == 0 && batch - i > 1 {
                             commands::prefetch_keys(
-                                &engine,
+                                engine.engine(),
                                 &client,
                                 (i..batch).map(|j| requests.get(j)),
                             );
                         }
                         let argv = requests.get(i);
-                        let reply =
-                            commands::dispatch(&shared, &mut engine, &mut client, argv, now);
+                        let Some(reply) = engine.dispatch(&shared, &mut client, argv, now) else {
+                            // Shut down while this batch changed locks: as above.
+                            shut_down_now = true;
+                            break;
+                        };
                         drain_pushes(&handle, &mut outbuf);
                         outbuf.push_reply(&reply, client.proto);
                         done += 1;
@@ -293,17 +300,27 @@ pub async fn serve(
                     client.cmd_clock = None;
                     // A SUBSCRIBE in this batch moves the client to the pubsub class for its
                     // writes.
-                    if engine.pubsub.is_subscriber(handle.id) {
+                    if engine.engine().pubsub.is_subscriber(handle.id) {
                         class_limit = obuf_limits.pubsub;
                     }
-                    super::replica::notify_fed(&shared, &mut engine);
-                    // BCAST invalidations go out once per round, as Redis sends them before
-                    // sleeping.
-                    engine.pubsub.broadcast_invalidations(&shared);
-                    let aof_upto = crate::persistence::aof::offset(&engine);
+                    // A batch that kept the shared lock wrote nothing and tracked nothing.
+                    if let Some(engine) = engine.exclusive_mut().filter(|_| !shut_down_now) {
+                        super::replica::notify_fed(&shared, engine);
+                        // BCAST invalidations go out once per round, as Redis sends them before
+                        // sleeping.
+                        engine.pubsub.broadcast_invalidations(&shared);
+                    }
+                    // Reads too: a read that saw a write not yet on disk waits for it like the
+                    // writer (under `appendfsync always`).
+                    let aof_upto = crate::persistence::aof::offset(engine.engine());
                     drop(engine);
-                    (aof_upto, done)
+                    (aof_upto, done, shut_down_now)
                 };
+                if shut_down_now {
+                    requests.clear();
+                    close_after = true;
+                    break;
+                }
                 requests.consume(done);
                 handle
                     .mem

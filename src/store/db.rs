@@ -60,6 +60,59 @@ fn scan_hash(key: &[u8]) -> u64 {
     ahash::RandomState::with_seeds(0x68797065, 0x72626c6f, 0x6f6d5343, 0x414e2121).hash_one(key)
 }
 
+/// What a read-only command needs of its database, so that one implementation of the command
+/// serves both paths of `commands::shared_path`: [`Db`] itself under the exclusive keyspace lock
+/// (a lookup reclaims a due key and raises `keymiss`, as Redis's `lookupKeyRead`), and
+/// [`SharedDb`] under the shared lock.
+pub trait ReadView {
+    /// The live value of `key`.
+    fn read(&mut self, key: &[u8]) -> Option<&Value>;
+}
+
+impl ReadView for Db {
+    fn read(&mut self, key: &[u8]) -> Option<&Value> {
+        self.lookup(key)
+    }
+}
+
+/// A database under the shared keyspace lock, where nothing may change. Reclaiming a key that is
+/// due is a write (Redis propagates it as `DEL`), so `read` answers as if such a key were gone and
+/// defers the command ([`SharedDb::defer`]): the caller then drops the reply and runs the command
+/// again on the exclusive path, which reclaims the key as Redis would. Everything else reads
+/// exactly as [`Db::lookup`] does.
+pub struct SharedDb<'a> {
+    db: &'a Db,
+    now_ms: u64,
+    deferred: bool,
+}
+
+impl SharedDb<'_> {
+    /// Marks the command as one that must run on the exclusive path after all (it met a due key,
+    /// or would have to write, e.g. PFCOUNT's stale cache): its reply is dropped.
+    pub fn defer(&mut self) {
+        self.deferred = true;
+    }
+
+    pub fn deferred(&self) -> bool {
+        self.deferred
+    }
+}
+
+impl ReadView for SharedDb<'_> {
+    fn read(&mut self, key: &[u8]) -> Option<&Value> {
+        let h = self.db.hash(key);
+        if self.db.table.expires_len() != 0 {
+            if let Some(when) = self.db.table.expiry(h, key) {
+                if when <= self.now_ms {
+                    self.deferred = true;
+                    return None;
+                }
+            }
+        }
+        self.db.table.find(h, key).map(Entry::value)
+    }
+}
+
 /// A key as stored: its own allocation. Arguments arrive as `Bytes` slices of the connection's read
 /// buffer; keeping one would pin the whole read chunk in memory for the key's lifetime.
 fn own_key(key: Bytes) -> Bytes {
@@ -225,6 +278,15 @@ impl Db {
             n += 1;
         }
         self.table.prefetch(&hashes[..n]);
+    }
+
+    /// This database for a read under the shared lock, at the command time `now_ms`.
+    pub fn shared_view(&self, now_ms: u64) -> SharedDb<'_> {
+        SharedDb {
+            db: self,
+            now_ms,
+            deferred: false,
+        }
     }
 
     /// The value of `key` without any of a lookup's effects (no expiry, no statistics): for
