@@ -2,7 +2,7 @@
 //! engine, with no sockets, and report the throughput and the time spent under the keyspace lock.
 //!
 //! ```text
-//! cargo run --release --example bench_scaling -- [ops_per_thread] [threads,...] [batch]
+//! cargo run --release --example bench_scaling -- [ops_per_thread] [threads,...] [batch] [COMMAND]
 //! ```
 //!
 //! Each thread is one client (its own `ClientState`) with its own keys, so the only thing threads
@@ -110,7 +110,11 @@ fn main() {
     );
     println!("| command | lock | threads | ops/s | ns under lock / cmd | ns waiting / cmd | max ops/s under one lock |");
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for (name, gen) in TESTS {
+    let only: Option<String> = args.next();
+    for (name, gen) in TESTS
+        .iter()
+        .filter(|(name, _)| only.as_deref().is_none_or(|o| o.eq_ignore_ascii_case(name)))
+    {
         for (&n, shared_path) in threads.iter().flat_map(|n| [(n, false), (n, true)]) {
             let shared = Shared::new(Config::default(), commands::table().len());
             for t in 0..n {
