@@ -189,7 +189,7 @@ pub async fn serve(
                     .stats
                     .net_input_bytes
                     .fetch_add(n as u64, Ordering::Relaxed);
-                let t = std::time::Instant::now();
+                let t = super::clock::mono_ns();
                 handle
                     .last_active_ms
                     .store(super::clock::unix_ms(t), Ordering::Relaxed);
@@ -224,7 +224,7 @@ pub async fn serve(
                 break;
             }
             if !requests.is_empty() {
-                let started = round_now.take().unwrap_or_else(std::time::Instant::now);
+                let started = round_now.take().unwrap_or_else(super::clock::mono_ns);
                 let now = super::clock::unix_ms(started);
                 // A block, so the keyspace guard is provably gone before the commit's await.
                 let (aof_upto, done) = {
