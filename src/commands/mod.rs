@@ -352,7 +352,8 @@ pub struct ClientState {
     /// batch began), which is when the next one starts for INFO commandstats. One clock read
     /// per command instead of two (issue 15: ~110 instructions of a pipelined command); the time
     /// between two commands of a batch (appending the reply, ~0.1 µs) counts towards the second.
-    pub cmd_clock: Option<std::time::Instant>,
+    /// In [`crate::engine::mono_ns`] nanoseconds.
+    pub cmd_clock: Option<u64>,
 }
 
 impl ClientState {
@@ -872,7 +873,7 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     // A command EXEC runs finds no mark (EXEC took it) and reads the clock itself.
     let (started, chained) = match ctx.client.cmd_clock.take() {
         Some(t) => (t, true),
-        None => (std::time::Instant::now(), false),
+        None => (crate::engine::mono_ns(), false),
     };
     ctx.client
         .handle
@@ -940,8 +941,8 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     track_after(ctx, spec, ran, argv);
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
-    let ended = std::time::Instant::now();
-    stat.nanos += ended.saturating_duration_since(started).as_nanos() as u64;
+    let ended = crate::engine::mono_ns();
+    stat.nanos += ended.saturating_sub(started);
     if chained {
         ctx.client.cmd_clock = Some(ended);
     }

@@ -36,6 +36,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
 /// Refusals that depend on the replication role, checked by the dispatcher before the others:
 /// writes on a read-only replica, every non-`stale` command while the link is down with
 /// `replica-serve-stale-data no`, and writes below `min-replicas-to-write`.
+#[inline]
 pub fn refuse(
     shared: &Shared,
     repl: &ReplState,
@@ -43,9 +44,21 @@ pub fn refuse(
     spec: &CommandSpec,
     now_ms: u64,
 ) -> Option<CmdError> {
-    if client.is_master {
+    // Inlined up to here: on a primary, only a write can be refused (~16 instructions a command
+    // saved on the rest, callgrind, issue 15).
+    if client.is_master || (repl.master.is_none() && !spec.has(WRITE)) {
         return None;
     }
+    refuse_by_role(shared, repl, spec, now_ms)
+}
+
+#[inline(never)]
+fn refuse_by_role(
+    shared: &Shared,
+    repl: &ReplState,
+    spec: &CommandSpec,
+    now_ms: u64,
+) -> Option<CmdError> {
     let knobs = &shared.repl_knobs;
     if let Some(m) = &repl.master {
         if spec.has(WRITE) && knobs.read_only.load(Ordering::Relaxed) {

@@ -32,6 +32,11 @@ use crate::store::db::Store;
 /// recorded for CLIENT TRACKING (class [`events::TRACKED`]) become invalidations, in the same
 /// order Redis interleaves them with the events; `current` is the client whose command ran (None
 /// for the cron).
+///
+/// Inlined up to its early exit, as are the other per-command hooks here (`limit_tracked_keys`,
+/// `flush_pending_invalidations`, `broadcast_invalidations`): called out of line, each cost
+/// ~17-20 instructions of a `PING` just to return (callgrind, issue 15).
+#[inline]
 pub fn publish_events(
     store: &mut Store,
     pubsub: &mut PubSub,
@@ -39,9 +44,19 @@ pub fn publish_events(
     current: Option<u64>,
     now_s: u64,
 ) {
-    if store.notify_flags == 0 {
-        return;
+    if store.notify_flags != 0 {
+        publish_recorded_events(store, pubsub, shared, current, now_s);
     }
+}
+
+#[inline(never)]
+fn publish_recorded_events(
+    store: &mut Store,
+    pubsub: &mut PubSub,
+    shared: &Shared,
+    current: Option<u64>,
+    now_s: u64,
+) {
     for (index, db) in store.dbs.iter_mut().enumerate() {
         if db.events.is_empty() {
             continue;
@@ -164,11 +179,17 @@ impl PubSub {
     /// `tracking-table-max-keys` (see the module essay): drops random keys from the table, with
     /// their invalidations, until it is within the limit or this pass's effort is spent.
     /// `current` is the client whose command is about to run (None from the cron).
+    #[inline]
     pub fn limit_tracked_keys(&mut self, shared: &Shared, current: Option<u64>) {
-        let t = &mut self.tracking;
-        if t.clients.is_empty() || t.max_keys == 0 {
-            return;
+        let t = &self.tracking;
+        if !t.clients.is_empty() && t.max_keys != 0 {
+            self.evict_tracked_keys(shared, current);
         }
+    }
+
+    #[inline(never)]
+    fn evict_tracked_keys(&mut self, shared: &Shared, current: Option<u64>) {
+        let t = &mut self.tracking;
         if t.table.len() as u64 <= t.max_keys {
             t.over_limit_passes = 0;
             return;
@@ -198,15 +219,25 @@ impl PubSub {
     /// tracks: as Redis's `trackingHandlePendingKeyInvalidations`, what was owed is sent even if
     /// the transaction that caused it also turned tracking off, and it never waits for a later
     /// command (of another client).
+    #[inline]
     pub fn flush_pending_invalidations(
         &mut self,
         shared: &Shared,
         current: &Arc<ClientHandle>,
         after_reply: &mut BytesMut,
     ) {
-        if self.tracking.pending.is_empty() {
-            return;
+        if !self.tracking.pending.is_empty() {
+            self.send_pending_invalidations(shared, current, after_reply);
         }
+    }
+
+    #[inline(never)]
+    fn send_pending_invalidations(
+        &mut self,
+        shared: &Shared,
+        current: &Arc<ClientHandle>,
+        after_reply: &mut BytesMut,
+    ) {
         let proto = current.proto.load(Ordering::Relaxed);
         let redirect = std::mem::take(&mut self.tracking.pending_redirect);
         let mut own = Some((current.id, after_reply));
@@ -226,10 +257,15 @@ impl PubSub {
     }
 
     /// BCAST: sends each prefix's collected keys to the clients registered for it.
+    #[inline]
     pub fn broadcast_invalidations(&mut self, shared: &Shared) {
-        if self.tracking.prefixes.is_empty() {
-            return;
+        if !self.tracking.prefixes.is_empty() {
+            self.send_broadcasts(shared);
         }
+    }
+
+    #[inline(never)]
+    fn send_broadcasts(&mut self, shared: &Shared) {
         let mut work: Vec<(u64, BytesMut)> = Vec::new();
         for bs in self.tracking.prefixes.values_mut() {
             if bs.keys.is_empty() {

@@ -611,6 +611,7 @@ fn strerror(e: &std::io::Error) -> String {
 /// Redis refuses writes — and PING — while the AOF cannot be written or fsynced
 /// (`writeCommandsDeniedByDiskError`): the MISCONF text then, None otherwise. Atomics only: the
 /// dispatcher runs under the keyspace lock.
+#[inline]
 pub fn disk_error(shared: &Shared) -> Option<String> {
     let i = &shared.aof_info;
     if !i.enabled.load(Ordering::Relaxed)
@@ -618,6 +619,11 @@ pub fn disk_error(shared: &Shared) -> Option<String> {
     {
         return None;
     }
+    disk_error_text(i)
+}
+
+#[inline(never)]
+fn disk_error_text(i: &crate::engine::shared::AofInfo) -> Option<String> {
     let e = std::io::Error::from_raw_os_error(i.last_errno.load(Ordering::Relaxed));
     Some(format!("{}{}", crate::error::MISCONF_AOF, strerror(&e)))
 }

@@ -110,10 +110,10 @@ impl OutBuf {
                     self.segs.pop_front();
                 }
             }
-            None => {
-                let n = n.min(self.tail.len());
-                self.tail.advance(n);
-            }
+            // All of the tail taken (nearly every write): clearing keeps the buffer's start, so
+            // its capacity stays whole and the next reply needs no reserve to reclaim the front.
+            None if n >= self.tail.len() => self.tail.clear(),
+            None => self.tail.advance(n),
         }
     }
 
