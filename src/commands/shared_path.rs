@@ -41,12 +41,11 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::{table, ClientState};
-use crate::engine::{Engine, Shared};
+use crate::engine::{mono_ns, Engine, Shared};
 use crate::events;
 use crate::protocol::Reply;
 
@@ -194,7 +193,7 @@ fn try_shared(
     }
     let db = engine.store.dbs.get(client.db)?;
     // As `execute`: a batch's command starts when the previous one ended.
-    let started = client.cmd_clock.unwrap_or_else(Instant::now);
+    let started = client.cmd_clock.unwrap_or_else(mono_ns);
     let mut view = db.shared_view(now_ms);
     // A handler that panics is left to the exclusive path, which turns it into an error reply.
     let outcome =
@@ -203,12 +202,12 @@ fn try_shared(
         Ok(Ok(reply)) if !view.deferred() => reply,
         _ => return None,
     };
-    let ended = Instant::now();
+    let ended = mono_ns();
     if client.cmd_clock.is_some() {
         client.cmd_clock = Some(ended);
     }
     client.handle.last_cmd.store(index + 1, Ordering::Relaxed);
-    let nanos = ended.saturating_duration_since(started).as_nanos() as u64;
+    let nanos = ended.saturating_sub(started);
     match run {
         Some(r) if r.index == index => {
             r.calls += 1;
