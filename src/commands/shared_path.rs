@@ -36,6 +36,10 @@
 //! all hit the same counter per command; `Ctx::command_stats` folds the counts in before INFO
 //! reads them.
 //!
+//! Readers cannot starve a writer: std's `RwLock` on Linux makes new readers wait once a writer
+//! waits, so a stream of read batches from many connections lets the next write in after the
+//! batches already running.
+//!
 //! Writes still serialize on the exclusive lock; the essay in `server/mod.rs` gives the measured
 //! scaling and what sharding the writes would take.
 
