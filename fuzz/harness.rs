@@ -15,7 +15,7 @@ use std::sync::Arc;
 use hyperbloom::commands::{self, ClientState};
 use hyperbloom::config::Config;
 use hyperbloom::engine::{ClientHandle, Shared};
-use hyperbloom::persistence::{dump, rdb};
+use hyperbloom::persistence::{dump, lzf, rdb};
 use hyperbloom::protocol::parser::{ParserLimits, RequestParser};
 use hyperbloom::protocol::Reply;
 
@@ -487,6 +487,30 @@ pub fn loadchunk(data: &[u8]) {
     if small {
         if let Reply::Bulk(payload) = s.run(&[b("DUMP"), b("f")]) {
             dump::restore(&payload).expect("DUMP output must restore");
+        }
+    }
+}
+
+/// LZF streams: the first two bytes are the stated output length, the rest the compressed bytes.
+/// The whole and the streamed decoder (with a sink that takes any piece) must agree, output and
+/// error alike; a stream that decodes must compress again to something that decodes to the same.
+pub fn lzf(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let out_len = u16::from_le_bytes([data[0], data[1]]) as usize;
+    let input = &data[2..];
+    let whole = lzf::decompress(input, out_len);
+    let mut pieces = Vec::new();
+    let streamed = lzf::decompress_streamed(input, out_len, |p| {
+        pieces.extend_from_slice(p);
+        true
+    })
+    .map(|()| pieces);
+    assert_eq!(whole, streamed, "whole and streamed LZF decoders disagree");
+    if let Ok(out) = whole {
+        if let Some(c) = lzf::compress(&out, out.len() + 64) {
+            assert_eq!(lzf::decompress(&c, out.len()).as_ref(), Ok(&out));
         }
     }
 }

@@ -66,6 +66,11 @@ fn hll() {
 }
 
 #[test]
+fn lzf() {
+    replay("lzf", harness::lzf);
+}
+
+#[test]
 fn loadchunk() {
     replay("loadchunk", harness::loadchunk);
 }

@@ -223,57 +223,147 @@ pub enum LzfError {
     Sink,
 }
 
-/// One step of an LZF stream: a run of literal bytes, or a copy of `len` bytes from `dist` bytes
-/// back in the output.
-enum Op<'a> {
-    Literal(&'a [u8]),
-    BackRef { dist: usize, len: usize },
-}
+/// Input bytes the fast loop of [`decode`] needs left after a token's start: a literal run is
+/// copied as 32 bytes whatever its length, and a control byte with its operands is at most 3.
+const FAST_IN: usize = 1 + MAX_LIT;
+/// Output room the fast loop needs after the current position: the longest back-reference
+/// (264 bytes) rounded up to whole 16-byte chunks, or a 32-byte literal copy.
+const FAST_OUT: usize = MAX_REF + 16;
 
-/// Reads the operation at `input[*ip]` (which must exist) and moves `*ip` past it. Control byte
-/// `000LLLLL`: L+1 literals follow. `LLLooooo` (L < 7) or `111ooooo` + one more length byte: a
-/// back-reference of L+2 bytes, distance `(ooooo << 8) + next byte + 1`.
-fn next_op<'a>(input: &'a [u8], ip: &mut usize) -> Result<Op<'a>, LzfError> {
-    let ctrl = input[*ip] as usize;
-    *ip += 1;
-    if ctrl < 32 {
-        let n = ctrl + 1;
-        let lits = input.get(*ip..*ip + n).ok_or(LzfError::Truncated)?;
-        *ip += n;
-        return Ok(Op::Literal(lits));
-    }
-    let mut len = ctrl >> 5;
-    if len == 7 {
-        len += *input.get(*ip).ok_or(LzfError::Truncated)? as usize;
-        *ip += 1;
-    }
-    let low = *input.get(*ip).ok_or(LzfError::Truncated)? as usize;
-    *ip += 1;
-    Ok(Op::BackRef {
-        dist: ((ctrl & 31) << 8) + low + 1,
-        len: len + 2,
-    })
-}
-
-/// Appends `len` bytes copied from `dist` bytes before the end of `buf` (the caller checked
-/// `dist <= buf.len()`). The ranges may overlap: the format defines the copy byte by byte, so
-/// the bytes repeat with period `dist` (a run of one repeated byte is a reference of distance 1).
-/// That is copied in whole periods, doubling: `buf[from..]` always holds a whole number of
-/// periods, so appending a prefix of it of that length continues the pattern. A sparse Bloom
-/// filter is mostly such runs (distance 1, up to 264 bytes), which a byte-at-a-time copy made
-/// half of the time to load one (perf, `scripts/bench-rdb-load.sh bigbloom`).
-fn copy_back(buf: &mut Vec<u8>, dist: usize, len: usize) {
-    let from = buf.len() - dist;
-    if dist >= len {
-        buf.extend_from_within(from..from + len);
-        return;
-    }
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(buf.len() - from);
-        buf.extend_from_within(from..from + n);
-        left -= n;
-    }
+/// Decodes tokens of `input` from `*ip` into `out` from `*op`, while input is left and
+/// `*op < stop`. `out[base..*op]` is the output so far (references may reach back that far) and
+/// `end` is where the output must end: a token that would reach past it is
+/// [`LzfError::WrongLength`]. `out` must hold `stop + MAX_REF` bytes or `end` bytes, whichever is
+/// less (the caller's window or whole destination). On error, `out[*op..]` may hold garbage.
+///
+/// This is liblzf's `lzf_decompress` (which Redis uses) with its checks kept and made cheap.
+/// Where at least [`FAST_IN`] input bytes and [`FAST_OUT`] output bytes are left, which is every
+/// token but the last few, a token is copied in fixed-size chunks that may overshoot its length
+/// (into output not produced yet, which the next tokens overwrite): a literal run as one 32-byte
+/// copy, a back-reference as 16-byte (distance >= 16) or 8-byte (distance >= 8) chunks, each
+/// reading only bytes already final, or as a fill of one byte (distance 1: a run of zeros, most of
+/// a sparse Bloom filter); only distances 2-7 go byte by byte, as the format defines the copy.
+/// Fixed sizes compile to a few vector moves; a `memcpy` call per token (the `Vec` appends this
+/// replaces) cost more than the copy. The last tokens are decoded exactly, with no overshoot.
+fn decode(
+    input: &[u8],
+    ip: &mut usize,
+    out: &mut [u8],
+    op: &mut usize,
+    base: usize,
+    end: usize,
+    stop: usize,
+) -> Result<(), LzfError> {
+    let (mut i, mut o) = (*ip, *op);
+    let r = loop {
+        while o < stop && i + FAST_IN <= input.len() && o + FAST_OUT <= out.len() {
+            let ctrl = input[i] as usize;
+            i += 1;
+            if ctrl < 32 {
+                let n = ctrl + 1;
+                if o + n > end {
+                    // Not consumed: the exact path below reports it.
+                    i -= 1;
+                    break;
+                }
+                out[o..o + MAX_LIT].copy_from_slice(&input[i..i + MAX_LIT]);
+                i += n;
+                o += n;
+                continue;
+            }
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += input[i] as usize;
+                i += 1;
+            }
+            let len = len + 2;
+            let dist = ((ctrl & 31) << 8) + input[i] as usize + 1;
+            if dist > o - base || o + len > end {
+                // Not consumed: the exact path below reports it.
+                i -= 1 + usize::from(ctrl >> 5 == 7);
+                break;
+            }
+            i += 1;
+            let from = o - dist;
+            if dist >= 16 {
+                let mut k = 0;
+                while k < len {
+                    out.copy_within(from + k..from + k + 16, o + k);
+                    k += 16;
+                }
+            } else if dist >= 8 {
+                let mut k = 0;
+                while k < len {
+                    out.copy_within(from + k..from + k + 8, o + k);
+                    k += 8;
+                }
+            } else if dist == 1 {
+                let b = [out[o - 1]; 16];
+                let mut k = 0;
+                while k < len {
+                    out[o + k..o + k + 16].copy_from_slice(&b);
+                    k += 16;
+                }
+            } else {
+                for k in o..o + len {
+                    out[k] = out[k - dist];
+                }
+            }
+            o += len;
+        }
+        if i >= input.len() || o >= stop {
+            break Ok(());
+        }
+        // One token exactly, with every check in the format's order: truncation, then the
+        // reference, then the length.
+        let ctrl = input[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            let Some(lits) = input.get(i..i + n) else {
+                break Err(LzfError::Truncated);
+            };
+            if o + n > end {
+                break Err(LzfError::WrongLength);
+            }
+            out[o..o + n].copy_from_slice(lits);
+            i += n;
+            o += n;
+            continue;
+        }
+        let mut len = ctrl >> 5;
+        if len == 7 {
+            let Some(&b) = input.get(i) else {
+                break Err(LzfError::Truncated);
+            };
+            len += b as usize;
+            i += 1;
+        }
+        let len = len + 2;
+        let Some(&low) = input.get(i) else {
+            break Err(LzfError::Truncated);
+        };
+        i += 1;
+        let dist = ((ctrl & 31) << 8) + low as usize + 1;
+        if dist > o - base {
+            break Err(LzfError::BadReference);
+        }
+        if o + len > end {
+            break Err(LzfError::WrongLength);
+        }
+        let from = o - dist;
+        if dist >= len {
+            out.copy_within(from..from + len, o);
+        } else {
+            for k in o..o + len {
+                out[k] = out[k - dist];
+            }
+        }
+        o += len;
+    };
+    *ip = i;
+    *op = o;
+    r
 }
 
 /// Decompresses `input`, which must produce exactly `out_len` bytes, handing the output to `sink`
@@ -281,6 +371,9 @@ fn copy_back(buf: &mut Vec<u8>, dist: usize, len: usize) {
 /// at most 8192 bytes back, so a gigabyte-sized string (a sparse Bloom bit array) needs no
 /// gigabyte-sized buffer. `sink` returning false stops the decompression with [`LzfError::Sink`].
 /// Checks and errors are those of [`decompress_into`].
+///
+/// The window is one fixed buffer: tokens are decoded into it up to `FLUSH_AT`, then all but the
+/// last `KEEP` bytes go to `sink` and those move to its start.
 pub fn decompress_streamed(
     input: &[u8],
     out_len: usize,
@@ -288,75 +381,53 @@ pub fn decompress_streamed(
 ) -> Result<(), LzfError> {
     const KEEP: usize = MAX_OFF;
     const FLUSH_AT: usize = 64 * 1024 + KEEP;
-    let mut win: Vec<u8> = Vec::with_capacity(FLUSH_AT + MAX_REF + MAX_LIT);
+    let mut win = vec![0u8; (FLUSH_AT + FAST_OUT).min(out_len)];
     let mut flushed = 0usize;
-    let mut ip = 0usize;
+    let (mut ip, mut op) = (0usize, 0usize);
     while ip < input.len() {
-        if win.len() >= FLUSH_AT {
-            let n = win.len() - KEEP;
+        if op >= FLUSH_AT {
+            let n = op - KEEP;
             if !sink(&win[..n]) {
                 return Err(LzfError::Sink);
             }
-            win.drain(..n);
+            win.copy_within(n..op, 0);
+            op = KEEP;
             flushed += n;
         }
-        let produced = flushed + win.len();
-        match next_op(input, &mut ip)? {
-            Op::Literal(lits) => {
-                if produced + lits.len() > out_len {
-                    return Err(LzfError::WrongLength);
-                }
-                win.extend_from_slice(lits);
-            }
-            Op::BackRef { dist, len } => {
-                // The window keeps KEEP >= any distance once it has been flushed, so a reference
-                // inside the output produced so far is inside the window.
-                if dist > produced || dist > win.len() {
-                    return Err(LzfError::BadReference);
-                }
-                if produced + len > out_len {
-                    return Err(LzfError::WrongLength);
-                }
-                copy_back(&mut win, dist, len);
-            }
-        }
+        // After a flush the window holds KEEP >= any distance, so a reference inside the output
+        // produced so far is inside the window: the check against the window's start suffices.
+        decode(
+            input,
+            &mut ip,
+            &mut win,
+            &mut op,
+            0,
+            out_len - flushed,
+            FLUSH_AT,
+        )?;
     }
-    if flushed + win.len() != out_len {
+    if flushed + op != out_len {
         return Err(LzfError::WrongLength);
     }
-    if !win.is_empty() && !sink(&win) {
+    if op > 0 && !sink(&win[..op]) {
         return Err(LzfError::Sink);
     }
     Ok(())
 }
 
 /// Decompresses `input`, which must produce exactly `out_len` bytes, appending to `out`
-/// (whose capacity the caller has already reserved).
+/// (whose capacity the caller has already reserved). On error `out` is left as it was.
 pub fn decompress_into(input: &[u8], out_len: usize, out: &mut Vec<u8>) -> Result<(), LzfError> {
     let base = out.len();
     let end = base + out_len;
-    let mut ip = 0usize;
-    while ip < input.len() {
-        match next_op(input, &mut ip)? {
-            Op::Literal(lits) => {
-                if out.len() + lits.len() > end {
-                    return Err(LzfError::WrongLength);
-                }
-                out.extend_from_slice(lits);
-            }
-            Op::BackRef { dist, len } => {
-                if dist > out.len() - base {
-                    return Err(LzfError::BadReference);
-                }
-                if out.len() + len > end {
-                    return Err(LzfError::WrongLength);
-                }
-                copy_back(out, dist, len);
-            }
-        }
-    }
-    if out.len() != end {
-        return Err(LzfError::WrongLength);
+    // Zeroing first costs a `memset` of the output, cheap beside the decoding, and keeps the
+    // decoder on plain slices.
+    out.resize(end, 0);
+    let (mut ip, mut op) = (0usize, base);
+    let r = decode(input, &mut ip, out, &mut op, base, end, usize::MAX);
+    if r.is_err() || op != end {
+        out.truncate(base);
+        return Err(r.err().unwrap_or(LzfError::WrongLength));
     }
     Ok(())
 }
@@ -423,21 +494,176 @@ mod tests {
         assert_eq!(decompress(&[0xE0], 10), Err(LzfError::Truncated));
     }
 
-    /// The period-doubling copy is the format's byte-by-byte copy, for every overlap.
-    #[test]
-    fn overlapping_back_references_copy_byte_by_byte() {
-        for dist in 1..40usize {
-            for len in 2..=MAX_REF {
-                let start: Vec<u8> = (0..50u8).map(|i| i.wrapping_mul(37) ^ 5).collect();
-                let mut slow = start.clone();
-                for _ in 0..len {
-                    slow.push(slow[slow.len() - dist]);
+    /// The format's definition, one byte at a time, with its checks in the format's order: the
+    /// decoders must agree with it on every input, output and error alike.
+    fn reference(input: &[u8], out_len: usize) -> Result<Vec<u8>, LzfError> {
+        let mut out = Vec::new();
+        let mut ip = 0;
+        while ip < input.len() {
+            let ctrl = input[ip] as usize;
+            ip += 1;
+            if ctrl < 32 {
+                let n = ctrl + 1;
+                if ip + n > input.len() {
+                    return Err(LzfError::Truncated);
                 }
-                let mut fast = start.clone();
-                copy_back(&mut fast, dist, len);
-                assert_eq!(fast, slow, "dist {dist} len {len}");
+                if out.len() + n > out_len {
+                    return Err(LzfError::WrongLength);
+                }
+                for _ in 0..n {
+                    out.push(input[ip]);
+                    ip += 1;
+                }
+                continue;
+            }
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += *input.get(ip).ok_or(LzfError::Truncated)? as usize;
+                ip += 1;
+            }
+            let dist = ((ctrl & 31) << 8) + *input.get(ip).ok_or(LzfError::Truncated)? as usize + 1;
+            ip += 1;
+            if dist > out.len() {
+                return Err(LzfError::BadReference);
+            }
+            if out.len() + len + 2 > out_len {
+                return Err(LzfError::WrongLength);
+            }
+            for _ in 0..len + 2 {
+                out.push(out[out.len() - dist]);
             }
         }
+        if out.len() != out_len {
+            return Err(LzfError::WrongLength);
+        }
+        Ok(out)
+    }
+
+    /// Both decoders, checked against [`reference`] (the streamed one's pieces concatenated).
+    fn check_against_reference(input: &[u8], out_len: usize) {
+        let want = reference(input, out_len);
+        assert_eq!(decompress(input, out_len), want, "whole, {out_len} bytes");
+        let mut out = Vec::new();
+        let streamed = decompress_streamed(input, out_len, |p| {
+            out.extend_from_slice(p);
+            true
+        });
+        assert_eq!(streamed.map(|()| out), want, "streamed, {out_len} bytes");
+        // Appending after existing bytes: they are kept, and left alone on error.
+        let mut v = b"prefix".to_vec();
+        let r = decompress_into(input, out_len, &mut v);
+        assert_eq!(r.is_ok(), want.is_ok());
+        let mut expect = b"prefix".to_vec();
+        if let Ok(w) = &want {
+            expect.extend_from_slice(w);
+        }
+        assert_eq!(v, expect);
+    }
+
+    /// A literal run of `n` bytes (1..=32).
+    fn lit(s: &mut Vec<u8>, bytes: &[u8]) {
+        s.push((bytes.len() - 1) as u8);
+        s.extend_from_slice(bytes);
+    }
+
+    /// A back-reference token of `len` (2..=264) bytes from `dist` (1..=8192) back.
+    fn backref(s: &mut Vec<u8>, dist: usize, len: usize) {
+        let (o, l) = (dist - 1, len - 2);
+        if l < 7 {
+            s.extend_from_slice(&[((l << 5) | (o >> 8)) as u8, o as u8]);
+        } else {
+            s.extend_from_slice(&[((7 << 5) | (o >> 8)) as u8, (l - 7) as u8, o as u8]);
+        }
+    }
+
+    /// Every distance that selects a different copy (1, 2-7, 8-15, 16+, overlapping or not) with
+    /// every length, both where the fast loop decodes it (much input and output left) and where
+    /// the exact path does (the last token), against the byte-by-byte definition.
+    #[test]
+    fn back_references_copy_as_the_format_defines_in_both_paths() {
+        let pattern: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37) ^ 5).collect();
+        for dist in (1..40usize).chain([63, 64, 100, 264, 265]) {
+            for len in 2..=MAX_REF {
+                let mut s = Vec::new();
+                let mut produced = 0;
+                while produced < dist.max(64) {
+                    lit(&mut s, &pattern[..32]);
+                    produced += 32;
+                }
+                backref(&mut s, dist, len);
+                produced += len;
+                // As the last token: the exact path.
+                check_against_reference(&s, produced);
+                // Followed by enough to keep the fast loop going, and a second reference
+                // that reads what the first wrote.
+                backref(&mut s, dist.min(produced), 200);
+                for _ in 0..20 {
+                    lit(&mut s, &pattern[3..35]);
+                }
+                produced += 200 + 20 * 32;
+                check_against_reference(&s, produced);
+                // Wrong stated lengths, on either side.
+                check_against_reference(&s, produced - 1);
+                check_against_reference(&s, produced + 1);
+                check_against_reference(&s, produced - len);
+            }
+        }
+    }
+
+    /// Errors in mid-stream, where the fast loop meets them, are the exact path's errors.
+    #[test]
+    fn errors_in_the_fast_loop_are_the_exact_paths() {
+        let pattern: Vec<u8> = (0..32u8).collect();
+        let mut s = Vec::new();
+        for _ in 0..20 {
+            lit(&mut s, &pattern);
+        }
+        let good = s.len();
+        // A reference one byte too far back, then more input.
+        backref(&mut s, 641, 10);
+        for _ in 0..20 {
+            lit(&mut s, &pattern);
+        }
+        assert_eq!(decompress(&s, 100_000), Err(LzfError::BadReference));
+        check_against_reference(&s, 100_000);
+        // Output past the stated length, by a literal run and by a reference.
+        s.truncate(good);
+        for _ in 0..20 {
+            lit(&mut s, &pattern);
+        }
+        assert_eq!(decompress(&s, 40 * 32 - 1), Err(LzfError::WrongLength));
+        check_against_reference(&s, 40 * 32 - 1);
+        s.truncate(good);
+        backref(&mut s, 640, 264);
+        for _ in 0..20 {
+            lit(&mut s, &pattern);
+        }
+        assert_eq!(decompress(&s, 640 + 100), Err(LzfError::WrongLength));
+        check_against_reference(&s, 640 + 100);
+    }
+
+    /// A streamed decode spans many window flushes; references across a flush boundary see
+    /// the bytes kept from before it.
+    #[test]
+    fn streamed_references_reach_across_window_flushes() {
+        let mut s = Vec::new();
+        let mut produced = 0usize;
+        let mut x = 7u32;
+        while produced < 400_000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let bytes: Vec<u8> = (0..(x >> 16) % 32 + 1)
+                .map(|i| (x >> (i % 24)) as u8)
+                .collect();
+            lit(&mut s, &bytes);
+            produced += bytes.len();
+            let dist =
+                ((x >> 3) as usize % MAX_OFF).min(produced) + usize::from(produced < MAX_OFF);
+            let dist = dist.clamp(1, produced);
+            let len = 2 + (x as usize >> 7) % (MAX_REF - 1);
+            backref(&mut s, dist, len);
+            produced += len;
+        }
+        check_against_reference(&s, produced);
     }
 
     proptest! {
@@ -470,6 +696,31 @@ mod tests {
             if let Ok(w) = whole {
                 prop_assert_eq!(out, w);
             }
+        }
+
+        #[test]
+        fn garbage_decodes_as_the_reference_does(data in prop::collection::vec(any::<u8>(), 0..400), n in 0usize..3000) {
+            check_against_reference(&data, n);
+        }
+
+        #[test]
+        fn token_streams_decode_as_the_reference_does(tokens in prop::collection::vec((any::<bool>(), 1usize..=MAX_OFF, 2usize..=MAX_REF, any::<u8>()), 0..400), slack in -3i64..3) {
+            let mut s = Vec::new();
+            let mut produced = 0usize;
+            for (is_lit, d, len, b) in tokens {
+                if is_lit || produced == 0 {
+                    let n = len % MAX_LIT + 1;
+                    let bytes: Vec<u8> = (0..n).map(|i| b.wrapping_add(i as u8 % 3)).collect();
+                    lit(&mut s, &bytes);
+                    produced += n;
+                } else {
+                    // Mostly short distances, the ones with special copies.
+                    let dist = if b < 128 { d % 20 + 1 } else { d };
+                    backref(&mut s, dist.min(produced + usize::from(b == 255)), len);
+                    produced += len;
+                }
+            }
+            check_against_reference(&s, (produced as i64 + slack).max(0) as usize);
         }
 
         #[test]

@@ -425,7 +425,14 @@ impl PagedBits {
             let n = (pg.page_len(p) - off).min(data.len());
             let (head, rest) = data.split_at(n);
             let untouched = matches!(pg.pages.get(p), Some(None));
-            if !(untouched && head.iter().all(|&b| b == 0)) {
+            if untouched && off == 0 && n == pg.page_len(p) {
+                // A whole never-written page (what a load writes): allocated straight from the
+                // data, not from the zeros and then overwritten.
+                if head.iter().any(|&b| b != 0) {
+                    pg.pages[p] = Some(Arc::from(head));
+                    pg.reserved.backed(n as u64);
+                }
+            } else if !(untouched && head.iter().all(|&b| b == 0)) {
                 let page = pg.page_mut(p)?;
                 page[off..off + n].copy_from_slice(head);
             }
