@@ -555,7 +555,22 @@ pub fn dispatch(
     argv: &[Bytes],
     now_ms: u64,
 ) -> Reply {
-    let reply = dispatch_inner(shared, engine, client, argv, now_ms);
+    let found = argv.first().and_then(|name| table().get(name));
+    dispatch_found(shared, engine, client, argv, now_ms, found)
+}
+
+/// [`dispatch`] of a command already looked up in the table (`found`: its index and spec, or
+/// `None` for an unknown name), so a caller that needed the spec first does not look it up twice
+/// (`shared_path`: ~80 instructions of a `-P 1` request).
+pub fn dispatch_found(
+    shared: &Shared,
+    engine: &mut Engine,
+    client: &mut ClientState,
+    argv: &[Bytes],
+    now_ms: u64,
+    found: Option<(usize, &'static CommandSpec)>,
+) -> Reply {
+    let reply = dispatch_inner(shared, engine, client, argv, now_ms, found);
     if let Reply::Error(e) = &reply {
         *engine.error_stats.entry(e.code()).or_insert(0) += 1;
     }
@@ -605,11 +620,12 @@ fn dispatch_inner(
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
+    found: Option<(usize, &'static CommandSpec)>,
 ) -> Reply {
-    let Some(name) = argv.first() else {
+    if argv.is_empty() {
         return Reply::Status("OK");
-    };
-    let Some((index, spec)) = table().get(name) else {
+    }
+    let Some((index, spec)) = found else {
         if client.multi.is_some() {
             client.multi_error = true;
         }

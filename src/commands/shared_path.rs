@@ -60,10 +60,31 @@ pub enum EngineLock<'a> {
         guard: RwLockReadGuard<'a, Engine>,
         /// The commands of the current run of one command, not yet counted.
         run: Option<StatRun>,
+        /// The table lookup `for_batch` made of the batch's first request, for its dispatch.
+        first: Option<FirstLookup>,
     },
-    Exclusive(RwLockWriteGuard<'a, Engine>),
+    /// The lock, and (at the start of a batch) the lookup of its first request.
+    Exclusive(RwLockWriteGuard<'a, Engine>, Option<FirstLookup>),
     /// Between the two locks of an upgrade.
     Released,
+}
+
+/// A command name's table entry, remembered by the name's address so that only the very request
+/// it was looked up for uses it.
+pub struct FirstLookup {
+    name: *const u8,
+    found: Found,
+}
+
+type Found = Option<(usize, &'static super::CommandSpec)>;
+
+/// The table entry of `argv`'s command, from `first` if it was looked up for this very name.
+fn lookup(first: &mut Option<FirstLookup>, argv: &[Bytes]) -> Found {
+    let name = argv.first()?;
+    match first.take() {
+        Some(f) if f.name == name.as_ptr() => f.found,
+        _ => table().get(name),
+    }
 }
 
 /// Consecutive shared-path calls of one command (by table index) and their time.
@@ -77,30 +98,35 @@ impl<'a> EngineLock<'a> {
     /// The lock for a batch whose first request is `first`: shared if that command has a shared
     /// handler, exclusive otherwise (a batch of writes never takes the shared lock first).
     pub fn for_batch(shared: &'a Shared, first: &[Bytes]) -> EngineLock<'a> {
-        let has_shared = first
-            .first()
-            .and_then(|name| table().get(name))
-            .is_some_and(|(_, spec)| spec.shared_read.is_some());
-        if has_shared {
+        let Some(name) = first.first() else {
+            return EngineLock::Exclusive(shared.engine(), None);
+        };
+        let found = table().get(name);
+        let first = Some(FirstLookup {
+            name: name.as_ptr(),
+            found,
+        });
+        if found.is_some_and(|(_, spec)| spec.shared_read.is_some()) {
             EngineLock::Shared {
                 guard: shared.engine_shared(),
                 run: None,
+                first,
             }
         } else {
-            EngineLock::Exclusive(shared.engine())
+            EngineLock::Exclusive(shared.engine(), first)
         }
     }
 
     /// The exclusive lock from the start.
     pub fn exclusive_from_start(shared: &'a Shared) -> EngineLock<'a> {
-        EngineLock::Exclusive(shared.engine())
+        EngineLock::Exclusive(shared.engine(), None)
     }
 
     /// The engine, read-only, under whichever lock is held.
     pub fn engine(&self) -> &Engine {
         match self {
             EngineLock::Shared { guard, .. } => guard,
-            EngineLock::Exclusive(guard) => guard,
+            EngineLock::Exclusive(guard, _) => guard,
             EngineLock::Released => unreachable!("an upgrade always ends holding the lock"),
         }
     }
@@ -108,7 +134,7 @@ impl<'a> EngineLock<'a> {
     /// The engine for writing, if the exclusive lock is held.
     pub fn exclusive_mut(&mut self) -> Option<&mut Engine> {
         match self {
-            EngineLock::Exclusive(guard) => Some(guard),
+            EngineLock::Exclusive(guard, _) => Some(guard),
             _ => None,
         }
     }
@@ -116,14 +142,14 @@ impl<'a> EngineLock<'a> {
     /// The engine for writing: upgrades a shared lock first (releases it, then takes the
     /// exclusive one; other clients may run in between).
     pub fn exclusive(&mut self, shared: &'a Shared) -> &mut Engine {
-        if !matches!(self, EngineLock::Exclusive(_)) {
+        if !matches!(self, EngineLock::Exclusive(..)) {
             // The shared guard must be gone before the write lock is asked for, or this thread
             // would wait for itself.
             drop(std::mem::replace(self, EngineLock::Released));
-            *self = EngineLock::Exclusive(shared.engine());
+            *self = EngineLock::Exclusive(shared.engine(), None);
         }
         match self {
-            EngineLock::Exclusive(guard) => guard,
+            EngineLock::Exclusive(guard, _) => guard,
             _ => unreachable!("just upgraded"),
         }
     }
@@ -138,22 +164,30 @@ impl<'a> EngineLock<'a> {
         argv: &[Bytes],
         now_ms: u64,
     ) -> Option<Reply> {
-        if let EngineLock::Shared { guard, run } = self {
-            if let Some(reply) = try_shared(shared, guard, run, client, argv, now_ms) {
+        let found = if let EngineLock::Shared { guard, run, first } = self {
+            let found = lookup(first, argv);
+            if let Some(reply) = try_shared(shared, guard, run, client, argv, now_ms, found) {
                 return Some(reply);
             }
-        }
+            found
+        } else if let EngineLock::Exclusive(_, first) = self {
+            lookup(first, argv)
+        } else {
+            argv.first().and_then(|name| table().get(name))
+        };
         let engine = self.exclusive(shared);
         if engine.shut_down {
             return None;
         }
-        Some(super::dispatch(shared, engine, client, argv, now_ms))
+        Some(super::dispatch_found(
+            shared, engine, client, argv, now_ms, found,
+        ))
     }
 }
 
 impl Drop for EngineLock<'_> {
     fn drop(&mut self) {
-        if let EngineLock::Shared { guard, run } = self {
+        if let EngineLock::Shared { guard, run, .. } = self {
             if let Some(r) = run.take() {
                 guard.shared_stats[r.index].add(r.calls, r.nanos);
             }
@@ -184,8 +218,9 @@ fn try_shared(
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
+    found: Found,
 ) -> Option<Reply> {
-    let (index, spec) = table().get(argv.first()?)?;
+    let (index, spec) = found?;
     let handler = spec.shared_read?;
     if !spec.arity_ok(argv.len()) || !open_for(engine, client) {
         return None;
@@ -397,7 +432,7 @@ mod tests {
             .iter()
             .map(|a| lock.dispatch(&shared, &mut c, a, now).expect("running"))
             .collect();
-        assert!(matches!(lock, EngineLock::Exclusive(_)));
+        assert!(matches!(lock, EngineLock::Exclusive(..)));
         drop(lock);
         assert_eq!(
             format!("{:?}", replies[2]),
