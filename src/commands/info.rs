@@ -210,8 +210,9 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "commandstats" => {
             out.push_str("# Commandstats\r\n");
+            let stats = ctx.command_stats();
             for (i, spec) in table().all().iter().enumerate() {
-                let s = ctx.command_stats()[i];
+                let s = stats[i];
                 if s.calls == 0 && s.rejected == 0 && s.failed == 0 {
                     continue;
                 }

@@ -105,6 +105,9 @@ pub type CmdResult = Result<Reply, CmdError>;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
+/// A command name's table entry: its index and spec, or `None` for an unknown name.
+pub type Lookup = Option<(usize, &'static CommandSpec)>;
+
 /// A read-only command's handler for the shared keyspace lock ([`shared_path`]): it sees only
 /// its database, read-only. The same command's [`Handler`] and this one share one
 /// implementation over [`ReadView`](crate::store::db::ReadView).
@@ -559,8 +562,7 @@ pub fn dispatch(
     dispatch_found(shared, engine, client, argv, now_ms, found)
 }
 
-/// [`dispatch`] of a command already looked up in the table (`found`: its index and spec, or
-/// `None` for an unknown name), so a caller that needed the spec first does not look it up twice
+/// [`dispatch`] of a command already looked up in the table (`found`), so a caller that needed the spec first does not look it up twice
 /// (`shared_path`: ~80 instructions of a `-P 1` request).
 pub fn dispatch_found(
     shared: &Shared,
@@ -568,7 +570,7 @@ pub fn dispatch_found(
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
-    found: Option<(usize, &'static CommandSpec)>,
+    found: Lookup,
 ) -> Reply {
     let reply = dispatch_inner(shared, engine, client, argv, now_ms, found);
     if let Reply::Error(e) = &reply {
@@ -620,7 +622,7 @@ fn dispatch_inner(
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
-    found: Option<(usize, &'static CommandSpec)>,
+    found: Lookup,
 ) -> Reply {
     if argv.is_empty() {
         return Reply::Status("OK");

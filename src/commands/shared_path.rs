@@ -48,7 +48,7 @@ use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
-use super::{table, ClientState};
+use super::{table, ClientState, Lookup};
 use crate::engine::{mono_ns, Engine, Shared};
 use crate::events;
 use crate::protocol::Reply;
@@ -73,13 +73,11 @@ pub enum EngineLock<'a> {
 /// it was looked up for uses it.
 pub struct FirstLookup {
     name: *const u8,
-    found: Found,
+    found: Lookup,
 }
 
-type Found = Option<(usize, &'static super::CommandSpec)>;
-
 /// The table entry of `argv`'s command, from `first` if it was looked up for this very name.
-fn lookup(first: &mut Option<FirstLookup>, argv: &[Bytes]) -> Found {
+fn lookup(first: &mut Option<FirstLookup>, argv: &[Bytes]) -> Lookup {
     let name = argv.first()?;
     match first.take() {
         Some(f) if f.name == name.as_ptr() => f.found,
@@ -164,17 +162,17 @@ impl<'a> EngineLock<'a> {
         argv: &[Bytes],
         now_ms: u64,
     ) -> Option<Reply> {
-        let found = if let EngineLock::Shared { guard, run, first } = self {
-            let found = lookup(first, argv);
+        let found = match self {
+            EngineLock::Shared { first, .. } | EngineLock::Exclusive(_, first) => {
+                lookup(first, argv)
+            }
+            EngineLock::Released => lookup(&mut None, argv),
+        };
+        if let EngineLock::Shared { guard, run, .. } = self {
             if let Some(reply) = try_shared(shared, guard, run, client, argv, now_ms, found) {
                 return Some(reply);
             }
-            found
-        } else if let EngineLock::Exclusive(_, first) = self {
-            lookup(first, argv)
-        } else {
-            argv.first().and_then(|name| table().get(name))
-        };
+        }
         let engine = self.exclusive(shared);
         if engine.shut_down {
             return None;
@@ -218,7 +216,7 @@ fn try_shared(
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
-    found: Found,
+    found: Lookup,
 ) -> Option<Reply> {
     let (index, spec) = found?;
     let handler = spec.shared_read?;

@@ -101,13 +101,9 @@ impl SharedDb<'_> {
 impl ReadView for SharedDb<'_> {
     fn read(&mut self, key: &[u8]) -> Option<&Value> {
         let h = self.db.hash(key);
-        if self.db.table.expires_len() != 0 {
-            if let Some(when) = self.db.table.expiry(h, key) {
-                if when <= self.now_ms {
-                    self.deferred = true;
-                    return None;
-                }
-            }
+        if self.db.table.expires_len() != 0 && self.db.due_at(h, key, self.now_ms) {
+            self.deferred = true;
+            return None;
         }
         self.db.table.find(h, key).map(Entry::value)
     }
@@ -337,8 +333,14 @@ impl Db {
     /// [`Db::is_due`] of a key whose hash is `h`.
     #[inline]
     fn is_due_h(&self, h: u64, key: &[u8]) -> bool {
+        self.due_at(h, key, self.now_ms)
+    }
+
+    /// True if the key whose hash is `h` has a deadline at or before `now_ms`.
+    #[inline]
+    fn due_at(&self, h: u64, key: &[u8], now_ms: u64) -> bool {
         match self.table.expiry(h, key) {
-            Some(when) => when <= self.now_ms,
+            Some(when) => when <= now_ms,
             None => false,
         }
     }
