@@ -42,12 +42,23 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-/// Redis `string2ull`-style unsigned parse used by SCAN cursors: any decimal u64.
+/// A decimal u64 as `str::parse::<u64>` accepts it (an optional `+`, then at least one digit, no
+/// overflow), without its UTF-8 check and generic parser: the AOF loader's `*N` and `$N` lengths,
+/// two per argument (13 % of the instructions of replaying 1M SETs went to `str::parse`).
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 || !s.iter().all(|c| c.is_ascii_digit()) {
+    let d = s.strip_prefix(b"+").unwrap_or(s);
+    if d.is_empty() {
         return None;
     }
-    std::str::from_utf8(s).ok()?.parse().ok()
+    let mut n = 0u64;
+    for &c in d {
+        let v = c.wrapping_sub(b'0');
+        if v > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(v))?;
+    }
+    Some(n)
 }
 
 /// The decimal form of an integer in a stack buffer: the reply encoder and the write stream print
@@ -99,6 +110,37 @@ pub fn push_u64(out: &mut Vec<u8>, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AOF loader's length parser accepts and refuses what `str::parse::<u64>` does.
+    #[test]
+    fn parse_u64_is_str_parse() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"0",
+            b"7",
+            b"+7",
+            b"+",
+            b"-1",
+            b"-0",
+            b"00012",
+            b"12a",
+            b" 1",
+            b"1 ",
+            b"++1",
+            b"18446744073709551615",
+            b"18446744073709551616",
+            b"99999999999999999999",
+            b"+18446744073709551615",
+            "\u{663}".as_bytes(),
+            b"\xff1",
+        ];
+        for &c in cases {
+            let want = std::str::from_utf8(c)
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok());
+            assert_eq!(parse_u64(c), want, "{:?}", String::from_utf8_lossy(c));
+        }
+    }
 
     #[test]
     fn decimal_edges() {
