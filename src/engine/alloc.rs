@@ -4,21 +4,64 @@
 //! allocator and keeping a running total of live bytes.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 pub struct CountingAlloc;
 
-static USED: AtomicUsize = AtomicUsize::new(0);
+/// The running total is split into stripes, one cache line each, and a thread adds to its own
+/// stripe: one shared counter is a line every allocation and free on every core writes, and with
+/// the shared keyspace lock (`commands::shared_path`) readers on two cores would bounce it
+/// between them at every reply. A block freed on another thread than the one that allocated it
+/// leaves one stripe up and another down; only the sum means anything.
+const STRIPES: usize = 16;
+
+#[repr(align(128))]
+struct Stripe(AtomicIsize);
+
+static USED: [Stripe; STRIPES] = [const { Stripe(AtomicIsize::new(0)) }; STRIPES];
+
+/// The stripe the next thread takes (round robin).
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe, `usize::MAX` until its first allocation. `const`-initialized and
+    /// without a destructor, so reading it never allocates and works while a thread is exiting.
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[inline]
+fn counter() -> &'static AtomicIsize {
+    let i = STRIPE
+        .try_with(|s| {
+            let i = s.get();
+            if i < STRIPES {
+                i
+            } else {
+                let i = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+                s.set(i);
+                i
+            }
+        })
+        .unwrap_or(0);
+    &USED[i].0
+}
+
+#[inline]
+fn count(delta: isize) {
+    counter().fetch_add(delta, Ordering::Relaxed);
+}
 
 // SAFETY: every method forwards to `System` with the same arguments, so the allocator contract
 // (alignment, size, pointer provenance) is exactly System's; the only addition is an atomic counter
-// update that touches no allocated memory.
+// update that touches no allocated memory (the thread-local stripe index is a `const` `Cell`, which
+// never allocates).
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            USED.fetch_add(layout.size(), Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
@@ -26,14 +69,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` was allocated by `System` through this allocator with this layout.
         unsafe { System.dealloc(ptr, layout) };
-        USED.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(-(layout.size() as isize));
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            USED.fetch_add(layout.size(), Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
@@ -42,8 +85,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwarded unchanged; `ptr`/`layout` come from this allocator.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            USED.fetch_sub(layout.size(), Ordering::Relaxed);
-            USED.fetch_add(new_size, Ordering::Relaxed);
+            count(new_size as isize - layout.size() as isize);
         }
         p
     }
@@ -51,7 +93,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Live heap bytes (0 when the counting allocator is not installed, e.g. in unit tests).
 pub fn heap_bytes() -> usize {
-    USED.load(Ordering::Relaxed)
+    let sum: isize = USED.iter().map(|s| s.0.load(Ordering::Relaxed)).sum();
+    sum.max(0) as usize
 }
 
 /// `used_memory` as Redis reports it with RedisBloom loaded: the heap plus what filters have
