@@ -26,30 +26,32 @@
 //! Across cores, measured (issue 15, target 4): `examples/bench_scaling.rs` runs N threads, each a
 //! client with its own keys, executing pre-parsed batches of 16 against the engine exactly as the
 //! connection loop does (`EngineLock`: lock, dispatch + encode the batch, unlock), no sockets, each
-//! command once with the exclusive lock forced and once as the server runs it. Medians of 5 rounds
-//! (`for r in 1 2 3 4 5; do for c in PING GET BF.EXISTS CF.EXISTS PFCOUNT SET; do
-//! target/release/examples/bench_scaling 200000 1,2 16 $c; done; done`, 2026-12-02 07:20 UTC, quiet
-//! box, load 0.5–0.7), ops/s:
+//! command once with the exclusive lock forced and once as the server runs it. Two runs of 5 rounds
+//! each on a quiet box (load 0.4–1.3, 2026-12-02 08:00 and 08:10 UTC, the second at aa5d35c with
+//! the server's allocator installed; `for r in 1 2 3 4 5; do for c in PING GET BF.EXISTS CF.EXISTS
+//! PFCOUNT SET; do target/release/examples/bench_scaling 400000 1,2 16 $c; done; done`), medians of
+//! the second, ops/s, and the median of each round's shared 2/1 ratio in both:
 //!
-//! | command | exclusive, 1 thread | exclusive, 2 | shared, 1 | shared, 2 | shared 2/1 | shared/exclusive at 2 |
-//! |---|---:|---:|---:|---:|---:|---:|
-//! | PING | 7.79M | 6.22M | 6.20M | 11.23M | 1.81 | 1.80 |
-//! | GET | 3.13M | 2.01M | 3.38M | 4.37M | 1.29 | 2.17 |
-//! | BF.EXISTS | 3.44M | 3.15M | 3.50M | 4.29M | 1.23 | 1.36 |
-//! | CF.EXISTS | 5.56M | 3.54M | 4.18M | 4.75M | 1.14 | 1.34 |
-//! | PFCOUNT | 6.02M | 4.07M | 4.46M | 5.50M | 1.23 | 1.35 |
-//! | SET | 1.60M | 0.99M | — | — | — | — |
+//! | command | exclusive, 1 thread | exclusive, 2 | shared, 1 | shared, 2 | shared/exclusive at 2 | shared 2/1, run 1 | run 2 |
+//! |---|---:|---:|---:|---:|---:|---:|---:|
+//! | PING | 7.58M | 7.24M | 9.55M | 14.16M | 1.96 | 1.67 | 1.36 |
+//! | GET | 2.32M | 1.28M | 2.87M | 4.54M | 3.54 | 1.56 | 1.55 |
+//! | BF.EXISTS | 5.47M | 4.03M | 4.76M | 8.62M | 2.14 | 2.04 | 1.74 |
+//! | CF.EXISTS | 6.78M | 4.23M | 5.41M | 10.47M | 2.48 | 2.00 | 1.93 |
+//! | PFCOUNT | 6.04M | 5.42M | 6.54M | 11.34M | 2.09 | 1.83 | 1.48 |
+//! | SET | 1.37M | 0.87M | — | — | — | — | — |
 //!
-//! Under the exclusive lock two threads are slower than one (0.64–0.92: the lock's line and the
+//! Under the exclusive lock two threads are slower than one (0.55–0.96: the lock's line and the
 //! data bounce between the cores, and each thread waits for the other's whole batch). Under the
-//! shared lock no thread waits, and two threads beat the exclusive lock by 1.34–2.17×. PING
-//! scales 1.81× from one thread to two; the reads that touch data only 1.14–1.29×, although two
-//! independent single-threaded bench processes each kept their solo speed side by side on the
-//! same quiet box (GET and BF.EXISTS, three tries each): the shortfall is ours, not the machine's,
-//! and not yet explained. The only shared writes per batch are the lock word's two atomics and one
-//! commandstats update, which PING makes too; profiling the data-touching reads across threads
-//! is the next step. (Under load from other builds, even the independent processes ran at half
-//! speed each, so measure scaling only on a quiet box.)
+//! shared lock no thread waits: two threads run reads 1.4–2.0× as fast as one (single rounds up to
+//! 2.3×; this VM's two vCPUs are noisy neighbours) and 2–3.5× as fast as the exclusive lock. GET,
+//! 100k keys per thread, is bound by memory latency and gains least. The earlier figure of
+//! 1.14–1.29× was the bench's own fault: each thread freed its 200k pre-parsed requests (allocated
+//! by the main thread, so every free went to one malloc arena under its lock) before the clock
+//! stopped, which took as long as running them and did not scale. The server had a shortfall of
+//! its own on the same theme: `used_memory`'s counter was one atomic that every allocation and free
+//! on every core wrote; it is striped per thread now (`engine::alloc`; 2 threads allocating went
+//! from 0.4–0.7× one thread to 1.6×).
 //!
 //! Projection. With c_in = CPU per command under an exclusive lock and c_out = CPU outside it
 //! (parse, syscalls, TCP: PING's server CPU per request pinned, ≈ 0.5–0.8 µs at -P 16), one
@@ -58,11 +60,11 @@
 //! and 64 cores sit at that ceiling, reached by 2–4 cores. Shared-path reads have no such term: the
 //! only serial work per batch is the lock word's two atomic updates and one commandstats update (a
 //! cache-line transfer each, ~0.1 µs under contention), so about 16 / 0.3 µs ≈ 50M reads/s in
-//! aggregate before those lines saturate. Once the two-thread shortfall above is found, reads would
-//! follow N / (c_in + c_out) up to ~25–40 cores for GET or BF.EXISTS: 8 and 16 cores ≈ 8× and 16×
-//! one core, 64 cores at that ~50M/s line ceiling. As measured today (1.14–1.29× per doubling for
-//! reads that touch data), 8 cores would give ~1.5–2.1× one core and 64 cores ~2.2–4.6×: better
-//! than the exclusive lock's ceiling, far from linear. Writes still serialize: a read-heavy mix (the Bloom front of a database) scales, a
+//! aggregate before those lines saturate. Reads follow N / (c_in + c_out) up to ~25–40 cores for
+//! GET or BF.EXISTS: at the measured 1.74–2.04× per doubling (BF.EXISTS, CF.EXISTS; PFCOUNT
+//! 1.5–1.8, GET 1.55), 8 cores give ~5–8× one core and 16 cores ~9–16×, and 64 cores meet that
+//! ~50M/s line ceiling (GET, memory-bound, ~3.7× at 8 cores). Memory bandwidth is the other
+//! limit this box cannot show. Writes still serialize: a read-heavy mix (the Bloom front of a database) scales, a
 //! write-heavy one stays at the exclusive ceiling. The next step for writes is a keyspace sharded
 //! by key hash (S shards, one lock each; multi-key commands and EXEC lock their shards in index
 //! order; a global sequence number taken while the shards are held keeps one total order for the
