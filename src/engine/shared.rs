@@ -396,6 +396,9 @@ pub struct Shared {
     /// Flips to true when the server must stop; connections and the accept loops watch it.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     pub loading: AtomicBool,
+    /// `!persistence.last_bgsave_ok`, mirrored where that is set: the write refusal
+    /// ([`Shared::misconf`]) reads it on every write without taking the persistence lock.
+    pub bgsave_failed: AtomicBool,
     /// Bumped by every configuration change, so connections can cache the values they read on every
     /// request (limits, timeout) and re-read them only when it moves: no shared lock per read.
     pub config_gen: AtomicU64,
@@ -441,6 +444,7 @@ impl Shared {
             port: AtomicUsize::new(0),
             shutdown: tokio::sync::watch::channel(false).0,
             loading: AtomicBool::new(false),
+            bgsave_failed: AtomicBool::new(false),
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
@@ -501,11 +505,9 @@ impl Shared {
 
     /// True when writes must be refused because the last background save failed.
     pub fn misconf(&self) -> bool {
-        let p = self.persistence();
-        if p.last_bgsave_ok {
+        if !self.bgsave_failed.load(Ordering::Relaxed) {
             return false;
         }
-        drop(p);
         let c = self.config();
         c.stop_writes_on_bgsave_error && !c.save.is_empty()
     }

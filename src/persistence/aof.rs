@@ -613,13 +613,18 @@ fn strerror(e: &std::io::Error) -> String {
 /// dispatcher runs under the keyspace lock.
 #[inline]
 pub fn disk_error(shared: &Shared) -> Option<String> {
-    let i = &shared.aof_info;
-    if !i.enabled.load(Ordering::Relaxed)
-        || !(i.write_failed.load(Ordering::Relaxed) || i.fsync_failed.load(Ordering::Relaxed))
-    {
+    if !disk_failed(shared) {
         return None;
     }
-    disk_error_text(i)
+    disk_error_text(&shared.aof_info)
+}
+
+/// Whether [`disk_error`] refuses: the per-command test, kept apart from building the text.
+#[inline]
+pub fn disk_failed(shared: &Shared) -> bool {
+    let i = &shared.aof_info;
+    i.enabled.load(Ordering::Relaxed)
+        && (i.write_failed.load(Ordering::Relaxed) || i.fsync_failed.load(Ordering::Relaxed))
 }
 
 #[inline(never)]

@@ -197,6 +197,7 @@ pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
             store.reset_dirty(dirty);
             p.last_save_unix = crate::engine::now_ms() / 1000;
             p.last_bgsave_ok = true;
+            shared.bgsave_failed.store(false, Ordering::Relaxed);
             p.saves += 1;
             p.last_error = None;
         }
@@ -322,12 +323,14 @@ pub fn poll_bgsave(shared: &Shared, store: &mut Store) {
             store.reset_dirty(job.dirty_at_start);
             p.last_save_unix = crate::engine::now_ms() / 1000;
             p.last_bgsave_ok = true;
+            shared.bgsave_failed.store(false, Ordering::Relaxed);
             p.saves += 1;
             p.last_error = None;
         }
         Err(e) => {
             tracing::warn!("Background saving error: {e}");
             p.last_bgsave_ok = false;
+            shared.bgsave_failed.store(true, Ordering::Relaxed);
             p.last_error = Some(e);
         }
     }
