@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
+use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::cuckoo::{
@@ -205,19 +206,24 @@ fn filter_for_insert<'a>(
             ctx.db().insert(key.clone(), v);
             if ctx.propagating() {
                 let dbi = ctx.client.db;
-                let n = |v: u64| Bytes::from(v.to_string());
+                let (cap, bucket, iters, expansion) = (
+                    Decimal::of_u64(capacity),
+                    Decimal::of_u64(d.bucket_size as u64),
+                    Decimal::of_u64(d.max_iterations as u64),
+                    Decimal::of_u64(d.expansion as u64),
+                );
                 ctx.also_propagate(
                     dbi,
                     &[
-                        Bytes::from_static(b"CF.RESERVE"),
-                        key.clone(),
-                        n(capacity),
-                        Bytes::from_static(b"BUCKETSIZE"),
-                        n(d.bucket_size as u64),
-                        Bytes::from_static(b"MAXITERATIONS"),
-                        n(d.max_iterations as u64),
-                        Bytes::from_static(b"EXPANSION"),
-                        n(d.expansion as u64),
+                        b"CF.RESERVE" as &[u8],
+                        key,
+                        cap.as_bytes(),
+                        b"BUCKETSIZE",
+                        bucket.as_bytes(),
+                        b"MAXITERATIONS",
+                        iters.as_bytes(),
+                        b"EXPANSION",
+                        expansion.as_bytes(),
                     ],
                 );
             }

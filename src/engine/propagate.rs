@@ -115,15 +115,36 @@ const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
 /// Appends `argv` as a RESP array of bulk strings.
 pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
-    out.push(b'*');
-    push_u64(out, argv.len() as u64);
-    out.extend_from_slice(b"\r\n");
+    // One reservation for the whole command (a header is at most 1 + 20 digits + CRLF): every
+    // write to the stream passes here, and growing per piece showed in profiles.
+    let body: usize = argv.iter().map(|a| a.as_ref().len() + 2 + 23).sum();
+    out.reserve(23 + body);
+    push_header(out, b'*', argv.len());
     for a in argv {
         let a = a.as_ref();
-        out.push(b'$');
-        push_u64(out, a.len() as u64);
-        out.extend_from_slice(b"\r\n");
+        push_header(out, b'$', a.len());
         out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `<prefix><n>\r\n`; lengths under 100 (nearly all of them) as one small copy, not the digit
+/// loop and a `memcpy` call.
+#[inline]
+fn push_header(out: &mut Vec<u8>, prefix: u8, n: usize) {
+    if n < 10 {
+        out.extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
+    } else if n < 100 {
+        out.extend_from_slice(&[
+            prefix,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+    } else {
+        out.push(prefix);
+        push_u64(out, n as u64);
         out.extend_from_slice(b"\r\n");
     }
 }
@@ -274,6 +295,25 @@ mod tests {
         let mut v = Vec::new();
         w.drain(id, &mut v);
         String::from_utf8_lossy(&v).replace("\r\n", " ")
+    }
+
+    /// The framing matches the plain `*n` / `$len` form at every header width.
+    #[test]
+    fn encode_command_frames_every_length() {
+        for n in [0usize, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 65536] {
+            let arg = vec![b'x'; n];
+            let mut out = Vec::new();
+            encode_command(&mut out, &[b"SET" as &[u8], b"k", &arg]);
+            let mut want = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${n}\r\n").into_bytes();
+            want.extend_from_slice(&arg);
+            want.extend_from_slice(b"\r\n");
+            assert_eq!(out, want, "{n}");
+        }
+        let many: Vec<&[u8]> = vec![b"a"; 120];
+        let mut out = Vec::new();
+        encode_command(&mut out, &many);
+        assert!(out.starts_with(b"*120\r\n$1\r\na\r\n"));
+        assert_eq!(out.len(), 6 + 120 * 7);
     }
 
     #[test]
