@@ -18,7 +18,7 @@ use crate::protocol::Reply;
 use crate::store::cuckoo::{
     CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,
 };
-use crate::store::db::{ReadView, SharedDb};
+use crate::store::db::{ReadView, SharedDb, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -129,14 +129,11 @@ fn read<'a>(db: &'a mut impl ReadView, key: &[u8]) -> Option<&'a CuckooFilter> {
     }
 }
 
-/// The filter for writing. Checks the type with a read lookup first so that a wrong-type key is not
-/// marked modified.
+/// The filter for writing, in one probe of the table: a wrong-type key is not marked modified
+/// ([`Db::lookup_mut_typed`]; the read lookup, then the write lookup's two probes, were three).
 fn write<'a>(db: &'a mut Db, key: &[u8]) -> Option<&'a mut CuckooFilter> {
-    if !matches!(classify(db, key), Lookup::Cuckoo) {
-        return None;
-    }
-    match db.lookup_mut(key) {
-        Some(Value::Cuckoo(cf)) => Some(cf),
+    match db.lookup_mut_typed(key, |v| matches!(v, Value::Cuckoo(_))) {
+        TypedLookup::Hit(Value::Cuckoo(cf)) => Some(cf),
         _ => None,
     }
 }
