@@ -448,13 +448,12 @@ impl Db {
     }
 
     /// Write lookup: the value for in-place modification. Marks the key modified.
+    /// One probe of the table ([`Db::lookup_mut_typed`] with every type accepted), where the
+    /// existence test and then the entry were two.
     pub fn lookup_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.expire_if_due(key);
-        if self.has(key) {
-            self.touch(key);
-            self.get_mut(key).map(Entry::value_mut)
-        } else {
-            None
+        match self.lookup_mut_typed(key, |_| true) {
+            TypedLookup::Hit(v) => Some(v),
+            TypedLookup::Missing | TypedLookup::OtherType => None,
         }
     }
 
