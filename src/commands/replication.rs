@@ -46,10 +46,30 @@ pub fn refuse(
 ) -> Option<CmdError> {
     // Inlined up to here: on a primary, only a write can be refused (~16 instructions a command
     // saved on the rest, callgrind, issue 15).
-    if client.is_master || (repl.master.is_none() && !spec.has(WRITE)) {
+    if !role_may_refuse(repl, client, spec) {
         return None;
     }
     refuse_by_role(shared, repl, spec, now_ms)
+}
+
+/// False when the server's role cannot refuse `spec`: the primary's own link, or a primary
+/// serving anything but a write.
+#[inline]
+fn role_may_refuse(repl: &ReplState, client: &ClientState, spec: &CommandSpec) -> bool {
+    !(client.is_master || (repl.master.is_none() && !spec.has(WRITE)))
+}
+
+/// Whether [`refuse`] refuses, for a caller that only falls back (the shared path): no
+/// `Option<CmdError>` to drop on the common path.
+#[inline]
+pub fn refuses(
+    shared: &Shared,
+    repl: &ReplState,
+    client: &ClientState,
+    spec: &CommandSpec,
+    now_ms: u64,
+) -> bool {
+    role_may_refuse(repl, client, spec) && refuse_by_role(shared, repl, spec, now_ms).is_some()
 }
 
 #[inline(never)]

@@ -223,8 +223,8 @@ fn try_shared(
     if !spec.arity_ok(argv.len()) || !open_for(engine, client) {
         return None;
     }
-    if super::refuse(shared, spec).is_some()
-        || super::replication::refuse(shared, &engine.repl, client, spec, now_ms).is_some()
+    if super::refuses(shared, spec)
+        || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
         return None;
     }
