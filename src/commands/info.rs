@@ -144,7 +144,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "# Persistence\r\nloading:{loading}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\n{aof}",
                 p.bgsave_in_progress as u8,
                 p.last_save_unix,
-                if p.last_bgsave_ok { "ok" } else { "err" },
+                if shared.bgsave_failed.load(Ordering::Relaxed) {
+                    "err"
+                } else {
+                    "ok"
+                },
                 p.last_bgsave_duration_sec,
                 p.saves,
                 p.last_load_keys_expired,

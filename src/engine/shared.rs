@@ -178,7 +178,6 @@ pub struct Stats {
 #[derive(Debug, Clone)]
 pub struct PersistenceStatus {
     pub last_save_unix: u64,
-    pub last_bgsave_ok: bool,
     pub bgsave_in_progress: bool,
     pub last_bgsave_duration_sec: i64,
     pub bgsave_started: Option<Instant>,
@@ -325,7 +324,6 @@ impl Default for PersistenceStatus {
     fn default() -> Self {
         PersistenceStatus {
             last_save_unix: now_ms() / 1000,
-            last_bgsave_ok: true,
             bgsave_in_progress: false,
             last_bgsave_duration_sec: -1,
             bgsave_started: None,
@@ -396,8 +394,9 @@ pub struct Shared {
     /// Flips to true when the server must stop; connections and the accept loops watch it.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     pub loading: AtomicBool,
-    /// `!persistence.last_bgsave_ok`, mirrored where that is set: the write refusal
-    /// ([`Shared::misconf`]) reads it on every write without taking the persistence lock.
+    /// The last save (SAVE, BGSAVE, a save point) failed: INFO's `rdb_last_bgsave_status:err`,
+    /// and the write refusal ([`Shared::misconf`]). An atomic, not a field of the persistence
+    /// status, so that every write reads it without taking that lock.
     pub bgsave_failed: AtomicBool,
     /// Bumped by every configuration change, so connections can cache the values they read on every
     /// request (limits, timeout) and re-read them only when it moves: no shared lock per read.

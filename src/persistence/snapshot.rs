@@ -196,7 +196,6 @@ pub fn save_sync(shared: &Shared, store: &mut Store) -> Result<u64, String> {
             let dirty = store.dirty();
             store.reset_dirty(dirty);
             p.last_save_unix = crate::engine::now_ms() / 1000;
-            p.last_bgsave_ok = true;
             shared.bgsave_failed.store(false, Ordering::Relaxed);
             p.saves += 1;
             p.last_error = None;
@@ -322,14 +321,12 @@ pub fn poll_bgsave(shared: &Shared, store: &mut Store) {
             );
             store.reset_dirty(job.dirty_at_start);
             p.last_save_unix = crate::engine::now_ms() / 1000;
-            p.last_bgsave_ok = true;
             shared.bgsave_failed.store(false, Ordering::Relaxed);
             p.saves += 1;
             p.last_error = None;
         }
         Err(e) => {
             tracing::warn!("Background saving error: {e}");
-            p.last_bgsave_ok = false;
             shared.bgsave_failed.store(true, Ordering::Relaxed);
             p.last_error = Some(e);
         }
@@ -359,8 +356,8 @@ pub fn check_save_points(shared: &Shared, store: &mut Store) {
         return;
     }
     let since_save = now.saturating_sub(p.last_save_unix);
-    let may_retry =
-        p.last_bgsave_ok || now.saturating_sub(p.last_bgsave_try_unix) > BGSAVE_RETRY_DELAY_SECS;
+    let may_retry = !shared.bgsave_failed.load(Ordering::Relaxed)
+        || now.saturating_sub(p.last_bgsave_try_unix) > BGSAVE_RETRY_DELAY_SECS;
     drop(p);
     for (secs, changes) in points {
         if dirty >= changes && since_save > secs && may_retry {
