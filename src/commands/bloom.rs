@@ -272,7 +272,8 @@ fn shortest_f64(rate: f64, buf: &mut [u8; 32]) -> usize {
     }
     let mut cursor = std::io::Cursor::new(&mut buf[..]);
     // 32 bytes hold any f64's shortest form (at most 24 characters, as in -2.2250738585072014e-308).
-    let _ = write!(cursor, "{rate:?}");
+    let written = write!(cursor, "{rate:?}");
+    debug_assert!(written.is_ok(), "{rate:?} does not fit 32 bytes");
     let len = cursor.position() as usize;
     LAST.set(Some((rate.to_bits(), *buf, len)));
     len

@@ -69,7 +69,8 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::numeric::int::push_u64;
+use crate::numeric::int::Decimal;
+use crate::protocol::reply::{put_bulk, put_header};
 
 /// A subscription to the write stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,41 +120,18 @@ pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
     // write to the stream passes here, and growing per piece showed in profiles.
     let body: usize = argv.iter().map(|a| a.as_ref().len() + 2 + 23).sum();
     out.reserve(23 + body);
-    push_header(out, b'*', argv.len());
+    put_header(out, b'*', argv.len());
     for a in argv {
-        let a = a.as_ref();
-        push_header(out, b'$', a.len());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-/// `<prefix><n>\r\n`; lengths under 100 (nearly all of them) as one small copy, not the digit
-/// loop and a `memcpy` call.
-#[inline]
-fn push_header(out: &mut Vec<u8>, prefix: u8, n: usize) {
-    if n < 10 {
-        out.extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
-    } else if n < 100 {
-        out.extend_from_slice(&[
-            prefix,
-            b'0' + (n / 10) as u8,
-            b'0' + (n % 10) as u8,
-            b'\r',
-            b'\n',
-        ]);
-    } else {
-        out.push(prefix);
-        push_u64(out, n as u64);
-        out.extend_from_slice(b"\r\n");
+        put_bulk(out, a.as_ref());
     }
 }
 
 /// Appends `SELECT db`.
 pub fn encode_select(out: &mut Vec<u8>, db: usize) {
-    let mut num = Vec::with_capacity(4);
-    push_u64(&mut num, db as u64);
-    encode_command(out, &[b"SELECT" as &[u8], &num]);
+    encode_command(
+        out,
+        &[b"SELECT" as &[u8], Decimal::of_u64(db as u64).as_bytes()],
+    );
 }
 
 impl WriteStream {

@@ -60,7 +60,7 @@ impl Outbox {
     /// followed by the pre-encoded `body`, and wakes the connection.
     pub fn push_frame(&self, proto: u8, items: usize, body: &[u8]) {
         let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        put_header(&mut buf, if proto >= 3 { b'>' } else { b'*' }, items);
+        put_header(&mut *buf, if proto >= 3 { b'>' } else { b'*' }, items);
         buf.put_slice(body);
         self.len.store(buf.len(), Ordering::Release);
         drop(buf);

@@ -102,11 +102,6 @@ impl Decimal {
     }
 }
 
-/// Appends the decimal form of `n` to `out`.
-pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(Decimal::of_u64(n).as_bytes());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

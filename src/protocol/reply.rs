@@ -234,15 +234,30 @@ pub(crate) fn put_int(out: &mut BytesMut, n: i64) {
     out.put_slice(Decimal::of_i64(n).as_bytes());
 }
 
-/// An aggregate header: `<prefix><len>\r\n`.
-pub fn put_header(out: &mut BytesMut, prefix: u8, len: usize) {
-    out.put_u8(prefix);
-    put_int(out, len as i64);
-    out.put_slice(b"\r\n");
+/// An aggregate or bulk header: `<prefix><len>\r\n`. Lengths under 100 (nearly all of them) go
+/// out as one small copy, not the digit loop and a `memcpy` call: every reply and every command
+/// in the write stream (`engine::propagate`) passes here.
+#[inline]
+pub fn put_header(out: &mut impl BufMut, prefix: u8, len: usize) {
+    if len < 10 {
+        out.put_slice(&[prefix, b'0' + len as u8, b'\r', b'\n']);
+    } else if len < 100 {
+        out.put_slice(&[
+            prefix,
+            b'0' + (len / 10) as u8,
+            b'0' + (len % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+    } else {
+        out.put_u8(prefix);
+        out.put_slice(Decimal::of_u64(len as u64).as_bytes());
+        out.put_slice(b"\r\n");
+    }
 }
 
 /// `$n\r\n<b>\r\n`.
-pub fn put_bulk(out: &mut BytesMut, b: &[u8]) {
+pub fn put_bulk(out: &mut impl BufMut, b: &[u8]) {
     put_header(out, b'$', b.len());
     out.put_slice(b);
     out.put_slice(b"\r\n");

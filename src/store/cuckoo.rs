@@ -669,9 +669,10 @@ impl CuckooFilter {
     /// (`commands::prefetch_keys`), so the commands' misses overlap. Nothing for a filter small
     /// enough to stay in the core's L2. A hint: nothing is read into the program.
     pub fn prefetch_item(&self, item: &[u8]) {
-        // The newest sub-filter is the largest (expansion ≥ 1), so newest × count bounds the
-        // total from above: O(1), where summing every sub-filter's length cost a pipelined CF.ADD
-        // on a 20-sub-filter chain ~60 instructions per request.
+        // A chain grown here has its largest sub-filter last (expansion ≥ 1), so newest × count
+        // bounds the total from above: O(1), where summing every sub-filter's length cost a
+        // pipelined CF.ADD on a 20-sub-filter chain ~60 instructions per request. A loaded chain
+        // that breaks the order only loses this hint.
         let bound = self.filters.last().map_or(0, |newest| {
             newest.len().saturating_mul(self.filters.len() as u64)
         });
