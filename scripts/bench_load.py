@@ -32,7 +32,9 @@ rows get a reference too; without it Redis runs the core and PF tests only.
 `--workers current,1,2` (issue 15, target 2) runs one hyperbloom per HYPERBLOOM_WORKERS setting and
 one redis-server at once, every test on each of them back to back, the order rotating each round; an
 entry `W@BINARY` takes another build (`--pin --workers 1@/tmp/hb-before,default` for a before/after
-pair). Each row gives the 1-minute load average seen before its runs.
+pair), and `W+busy=US` sets HYPERBLOOM_BUSY_POLL=US for that server (`--workers default,default+busy=50`
+compares busy polling with the plain server in one run). Each row gives the 1-minute load average
+seen before its runs.
 
 Usage: scripts/bench-load.sh [-n REQUESTS] [-r ROUNDS] [--quick] [-c CLIENTS] [-P 16,1] [--only REGEX]
                              [--pin] [--callgrind] [--redis-module PATH] [--workers LIST]
@@ -419,15 +421,20 @@ def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> 
     servers = []
     try:
         for spec in workers:
-            # `W` or `W@BINARY` (a before/after pair in one run: `1@/tmp/hb-before,default`).
-            w, _, binary = spec.partition("@")
+            # `W`, `W@BINARY` (a before/after pair in one run: `1@/tmp/hb-before,default`), and
+            # either with `+busy=US` after W (HYPERBLOOM_BUSY_POLL=US: `default+busy=50`).
+            w_busy, _, binary = spec.partition("@")
+            w, _, busy = w_busy.partition("+busy=")
             env = dict(os.environ)
+            env.pop("HYPERBLOOM_BUSY_POLL", None)
+            if busy:
+                env["HYPERBLOOM_BUSY_POLL"] = busy
             if w == "default":
                 env.pop("HYPERBLOOM_WORKERS", None)
             else:
                 env["HYPERBLOOM_WORKERS"] = w
             hb = dict(server_argv(args, binary or hb_bin))["hyperbloom"]
-            label = f"hb[{w}{'@' + Path(binary).name if binary else ''}]"
+            label = f"hb[{w_busy}{'@' + Path(binary).name if binary else ''}]"
             servers.append(Server(label, hb, wrapper, env=env))
         servers.append(Server("redis", dict(server_argv(args, hb_bin))["redis"], wrapper))
         for s in servers:
@@ -490,7 +497,7 @@ def main() -> int:
                     help="--callgrind: hyperbloom only (reuse a reference run's numbers)")
     ap.add_argument("--workers", default=None,
                     help="comma-separated HYPERBLOOM_WORKERS settings (current, N, default), each optionally "
-                         "@BINARY: one hyperbloom per entry against one redis, interleaved in the same run "
+                         "+busy=US (HYPERBLOOM_BUSY_POLL) and @BINARY: one hyperbloom per entry against one redis, interleaved in the same run "
                          "(issue 15, target 2; with --pin, before/after pairs)")
     ap.add_argument("--hyperbloom", default=None, help="hyperbloom binary (default: the release build)")
     ap.add_argument("--redis-server", default=shutil.which("redis-server"))

@@ -82,6 +82,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket};
 
+pub mod busy_poll;
 pub mod clock;
 pub mod connection;
 pub mod link;
@@ -480,6 +481,7 @@ pub async fn serve_main(config: Config) -> i32 {
         shared.port.load(Ordering::Relaxed)
     );
     tracing::info!("Ready to accept connections tcp");
+    busy_poll::start(&shared);
     run(listeners, shared, stop).await;
     if load_failed.load(Ordering::SeqCst) {
         1
