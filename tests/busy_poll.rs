@@ -9,8 +9,37 @@ use std::time::Duration;
 
 use common::{binary_args, connect_when_ready, free_port, tempdir, RawConn};
 
+/// A spawned server that is killed when dropped, so a failing assertion cannot leave a server
+/// spinning on the machine after the test (one that never stops spinning holds a core).
+struct Server(Option<Child>);
+
+impl Server {
+    fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Kills the server and returns what it logged.
+    fn stop(mut self) -> String {
+        let Some(mut child) = self.0.take() else {
+            return String::new();
+        };
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Starts the binary with `HYPERBLOOM_BUSY_POLL=budget` and the given extra environment.
-fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Child, RawConn) {
+fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Server, RawConn) {
     let dir = tempdir(tag);
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
@@ -21,8 +50,9 @@ fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Child, RawConn)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let server = Server(Some(child));
     let conn = connect_when_ready(format!("127.0.0.1:{port}").parse().unwrap());
-    (child, conn)
+    (server, conn)
 }
 
 /// utime + stime of `pid` in clock ticks (`/proc/PID/stat` fields 14 and 15).
@@ -43,15 +73,9 @@ fn clock_ticks_per_second() -> u64 {
         .unwrap_or(100)
 }
 
-fn stop(mut child: Child) -> String {
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn busy_polling_serves_pipelines_and_goes_quiet_when_idle() {
-    let (child, mut c) = spawn_busy("busy-poll-on", "200", &[]);
+    let (server, mut c) = spawn_busy("busy-poll-on", "200", &[]);
     // A pipeline of 500 writes then reads: every reply in order, as without the setting.
     let mut batch = Vec::new();
     for i in 0..500 {
@@ -75,7 +99,7 @@ fn busy_polling_serves_pipelines_and_goes_quiet_when_idle() {
     // Quiet: after the budget the poller sleeps in 1 ms steps. A server still spinning would use
     // a whole core over the window; the bound leaves room for a loaded CI machine's noise.
     std::thread::sleep(Duration::from_millis(300));
-    let pid = child.id();
+    let pid = server.pid();
     let before = cpu_ticks(pid);
     std::thread::sleep(Duration::from_millis(1500));
     let used = cpu_ticks(pid) - before;
@@ -87,20 +111,20 @@ fn busy_polling_serves_pipelines_and_goes_quiet_when_idle() {
     );
     // And the next request starts it again.
     assert_eq!(c.cmd_str(&["GET", "k0"]), b"$2\r\nv0\r\n");
-    stop(child);
+    server.stop();
 }
 
 #[test]
 fn a_bad_setting_or_a_multi_thread_runtime_leaves_busy_polling_off() {
-    let (child, mut c) = spawn_busy("busy-poll-bad", "50us", &[]);
+    let (server, mut c) = spawn_busy("busy-poll-bad", "50us", &[]);
     assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
-    let log = stop(child);
+    let log = server.stop();
     assert!(
         log.contains("HYPERBLOOM_BUSY_POLL=50us is not a number of microseconds"),
         "{log}"
     );
-    let (child, mut c) = spawn_busy("busy-poll-mt", "50", &[("HYPERBLOOM_WORKERS", "2")]);
+    let (server, mut c) = spawn_busy("busy-poll-mt", "50", &[("HYPERBLOOM_WORKERS", "2")]);
     assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
-    let log = stop(child);
+    let log = server.stop();
     assert!(log.contains("needs the current-thread runtime"), "{log}");
 }
