@@ -46,6 +46,12 @@ struct Traced {
 
 impl Drop for Traced {
     fn drop(&mut self) {
+        // Killing strace detaches its tracee and leaves it running: kill the server first.
+        let strace = self.child.id();
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"));
+        for pid in children.unwrap_or_default().split_whitespace() {
+            let _ = Command::new("kill").args(["-9", pid]).status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
