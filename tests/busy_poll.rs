@@ -109,7 +109,7 @@ fn busy_polling_serves_pipelines_and_goes_quiet_when_idle() {
         "an idle busy-polling server used {used} of {} ticks",
         hz * 3 / 2
     );
-    // And the next request starts it again.
+    // Past the back-off the server still answers (the poller wakes on its next 1 ms step).
     assert_eq!(c.cmd_str(&["GET", "k0"]), b"$2\r\nv0\r\n");
     server.stop();
 }
