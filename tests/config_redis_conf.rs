@@ -36,8 +36,11 @@ fn debian_redis_conf_starts_hyperbloom() {
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
     let mut c = loop {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            break common::RawConn::connect(addr);
+        // Only once it listens (`common::connect_when_ready` says why).
+        if common::is_listening(port) {
+            if let Ok(conn) = common::RawConn::try_connect(addr) {
+                break conn;
+            }
         }
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();

@@ -420,12 +420,14 @@ fn binary_answers_loading_while_it_loads() {
             start.elapsed() < Duration::from_secs(60),
             "never finished loading"
         );
-        let Ok(s) = std::net::TcpStream::connect(addr) else {
+        // Only once it listens (`common::connect_when_ready` says why).
+        let conn = common::is_listening(addr.port())
+            .then(|| common::RawConn::try_connect(addr).ok())
+            .flatten();
+        let Some(mut c) = conn else {
             std::thread::sleep(Duration::from_millis(2));
             continue;
         };
-        drop(s);
-        let mut c = common::RawConn::connect(addr);
         let r = c.cmd_str(&["DBSIZE"]);
         if r.starts_with(b"-LOADING") {
             saw_loading = true;

@@ -53,7 +53,11 @@ fn spawn(dir: &Path) -> (Child, SocketAddr) {
 fn connect(addr: SocketAddr) -> TcpStream {
     let start = Instant::now();
     loop {
-        if let Ok(s) = TcpStream::connect(addr) {
+        // Only once it listens (`common::connect_when_ready` says why).
+        let connected = common::is_listening(addr.port())
+            .then(|| TcpStream::connect(addr).ok())
+            .flatten();
+        if let Some(s) = connected {
             s.set_nodelay(true).ok();
             s.set_read_timeout(Some(Duration::from_secs(20))).ok();
             return s;

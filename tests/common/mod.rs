@@ -173,11 +173,19 @@ pub fn spawn_binary_with(
 }
 
 /// Connects once the spawned server accepts connections (polling, bounded).
+///
+/// It waits for the port to show a listener in `/proc/net/tcp{,6}` before connecting at all: a
+/// connect to a port nothing listens on yet can succeed as a connection to itself (`free_port`'s
+/// port is in the ephemeral range, and the kernel may pick it as the source port: a TCP
+/// simultaneous open), and while that socket lives the server's bind of the port fails. Two CI
+/// runs lost `tests/memory.rs`'s server that way.
 pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
     let start = std::time::Instant::now();
     loop {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return RawConn::connect(addr);
+        if is_listening(addr.port()) {
+            if let Ok(conn) = RawConn::try_connect(addr) {
+                return conn;
+            }
         }
         assert!(
             start.elapsed() < Duration::from_secs(20),
@@ -185,6 +193,24 @@ pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// True if some socket of this host listens on TCP `port` (`/proc/net/tcp` and `tcp6`: the local
+/// address's port is the hex after the colon, state `0A` is LISTEN).
+pub fn is_listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|path| {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|line| {
+                let mut fields = line.split_whitespace();
+                let local = fields.nth(1).unwrap_or("");
+                let state = fields.nth(1).unwrap_or("");
+                local.ends_with(&want) && state == "0A"
+            })
+    })
 }
 
 /// A `/proc/PID/status` figure in kB (`VmRSS`, `VmHWM`, ...); 0 when absent.
@@ -209,8 +235,16 @@ impl RawConn {
     }
 
     /// A connection, or the error, for loops that wait for a server to come up.
+    ///
+    /// A connection to itself counts as refused: while nothing listens on a port of the ephemeral
+    /// range, a connect whose kernel-chosen source port is that very port completes as a TCP
+    /// simultaneous open with itself. Loops that wait for a server should also not connect before
+    /// [`is_listening`], because such a socket makes the server's bind fail.
     pub fn try_connect(addr: SocketAddr) -> std::io::Result<RawConn> {
         let stream = TcpStream::connect(addr)?;
+        if stream.local_addr()? == stream.peer_addr()? {
+            return Err(std::io::ErrorKind::ConnectionRefused.into());
+        }
         stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
         stream.set_nodelay(true).ok();
         Ok(RawConn {

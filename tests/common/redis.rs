@@ -69,10 +69,15 @@ impl RealRedis {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            // One connection both probes and pings: a probe that succeeds and a second connect
-            // that is refused happened once (a connect to a port nobody listens on yet can meet
-            // itself, TCP's simultaneous open, when the kernel picks that port as the source).
-            if let Ok(mut c) = RawConn::try_connect(redis.addr) {
+            // No connect before the port listens: a connect to a port nobody listens on yet can
+            // meet itself (TCP's simultaneous open, when the kernel picks that port as the
+            // source), and that socket then makes the server's bind fail
+            // (`super::is_listening`).
+            let listening = super::is_listening(port);
+            if let Some(mut c) = listening
+                .then(|| RawConn::try_connect(redis.addr).ok())
+                .flatten()
+            {
                 if c.cmd_str(&["PING"]) == b"+PONG\r\n" {
                     return redis;
                 }
