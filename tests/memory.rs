@@ -18,8 +18,17 @@ struct Spawned {
 impl Spawned {
     fn start(tag: &str, extra: &[&str]) -> Spawned {
         let dir = common::tempdir(tag);
-        let (child, addr) = common::spawn_binary_with(&dir, "", extra);
-        let conn = common::connect_when_ready(addr);
+        let (mut child, addr) = common::spawn_binary_with(&dir, "", extra);
+        // A server that never answers is killed here: no `Spawned` exists yet to drop (the CI run
+        // at eba41ca left one running).
+        let conn = match std::panic::catch_unwind(|| common::connect_when_ready(addr)) {
+            Ok(conn) => conn,
+            Err(panic) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::panic::resume_unwind(panic)
+            }
+        };
         Spawned { child, conn, dir }
     }
 
