@@ -177,8 +177,8 @@ pub fn spawn_binary_with(
 /// It waits for the port to show a listener in `/proc/net/tcp{,6}` before connecting at all: a
 /// connect to a port nothing listens on yet can succeed as a connection to itself (`free_port`'s
 /// port is in the ephemeral range, and the kernel may pick it as the source port: a TCP
-/// simultaneous open), and while that socket lives the server's bind of the port fails. Two CI
-/// runs lost `tests/memory.rs`'s server that way.
+/// simultaneous open), and that socket, even closed, makes the server's bind of the port fail for
+/// seconds. The CI run at eba41ca, and a local run after it, lost `tests/memory.rs`'s server so.
 pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
     let start = std::time::Instant::now();
     loop {
