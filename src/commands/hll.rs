@@ -119,7 +119,8 @@ fn hll_mut<'a>(ctx: &'a mut Ctx, key: &[u8]) -> Result<StrMut<'a>, CmdError> {
 
 /// `PFADD key [element ...]` → `:1` if the key was created or a register changed, else `:0`.
 fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let max_bytes = sparse_max_bytes(ctx);
+    // `hll-sparse-max-bytes` is read (a lock of the config) only where a sparse HLL may grow:
+    // the common write, to a dense HLL, never needs it.
     let key = &argv[1];
     let elements = argv[2..].iter().map(|e| &e[..]);
     let db = ctx.db();
@@ -127,6 +128,8 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // updated where it lies (it never changes length); a sparse one may grow or turn dense.
     match db.lookup_unshared(key, false, |v| as_hll(v).is_ok()) {
         None => {
+            let max_bytes = sparse_max_bytes(ctx);
+            let db = ctx.db();
             let mut v = hll::new_sparse();
             // A fresh value cannot be corrupt; keep whatever it holds either way.
             let r = hll::pfadd(&mut v, elements, true, max_bytes);
@@ -149,6 +152,7 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
         }
     }
+    let max_bytes = sparse_max_bytes(ctx);
     let mut v = hll_mut(ctx, key)?;
     // A corrupt value found partway keeps the earlier changes but, as in Redis, is not signalled.
     let updated = hll::pfadd(&mut v, elements, false, max_bytes).map_err(hll_error)?;

@@ -17,6 +17,9 @@
 //! Between the two, strings live in a plain `Vec<u8>`, which is also the form every in-place
 //! modification works on ([`Str::make_mut`]): APPEND, SETRANGE and the HLL writers get a
 //! `&mut Vec<u8>` through a guard that puts the string back in its compact form when dropped.
+//! The one exception: a shared string of up to [`EDIT_AS_VEC_MAX`] bytes edited where it lies
+//! (a dense HLL that PFADD raises a register of) stays a `Vec` from then on, since a `Bytes`
+//! cannot be written in place without a round trip through `BytesMut` on every edit.
 //!
 //! ```text
 //!  Repr::Inline   [tag][len][ up to 30 bytes ....................... ]   32 bytes, no heap
@@ -35,6 +38,13 @@ pub const INLINE: usize = 30;
 /// Strings at least this long are kept in a shared buffer. Below it, a copy under the lock costs
 /// less than the extra header (the `Box<Bytes>` and its 48-byte chunk).
 pub const SHARE_MIN: usize = 1024;
+
+/// A shared string at most this long that is edited in place ([`Str::edit_in_place`]: a dense
+/// HLL, 12,304 bytes) moves to the plain `Vec` form for good. Editing a `Bytes` in place means
+/// turning it into a `BytesMut` and freezing it back on every edit, ~150 instructions of a
+/// PFADD's ~4,200 (issue 15, target 1); a `Vec` is written where it lies. What the string gives
+/// up is the O(1) handle a GET reply or a snapshot takes: they copy at most this many bytes.
+pub const EDIT_AS_VEC_MAX: usize = 16 * 1024;
 
 /// A binary-safe string value.
 #[derive(Clone)]
@@ -138,6 +148,21 @@ impl Str {
         match &mut self.0 {
             Repr::Inline { len, buf } => f(&mut buf[..*len as usize]),
             Repr::Heap(v) => f(v),
+            Repr::Shared(b) if b.len() <= EDIT_AS_VEC_MAX => {
+                // Leaves the shared form for good: the next edit is a plain write (see
+                // `EDIT_AS_VEC_MAX`). Zero-copy when no one else holds the buffer; otherwise the
+                // holder keeps the old bytes.
+                let mut v = Vec::from(std::mem::take(&mut **b));
+                if v.capacity() != v.len() {
+                    // As the shared buffer counted in MEMORY USAGE: exactly the bytes.
+                    v.shrink_to_fit();
+                }
+                self.0 = Repr::Heap(v);
+                match &mut self.0 {
+                    Repr::Heap(v) => f(v),
+                    _ => unreachable!("just stored"),
+                }
+            }
             Repr::Shared(b) => {
                 let taken = std::mem::take(&mut **b);
                 let mut guard = SharedEdit {
@@ -296,7 +321,7 @@ mod tests {
 
     #[test]
     fn edits_in_place_keep_the_form_and_copy_only_a_held_buffer() {
-        for len in [3, INLINE + 5, 5000] {
+        for len in [3, INLINE + 5, 5000, EDIT_AS_VEC_MAX + 1] {
             let mut s = Str::from_vec(vec![1; len]);
             let shared = s.is_shared();
             let before = s.as_bytes().as_ptr();
@@ -306,18 +331,24 @@ mod tests {
             );
             assert_eq!(s.len(), len);
             assert_eq!(s[len - 1], 7);
-            assert_eq!(s.is_shared(), shared);
+            // Inline and Vec strings keep their form; a shared one of an HLL's size moves to a
+            // Vec, its buffer reused.
+            assert_eq!(s.is_shared(), shared && len > EDIT_AS_VEC_MAX);
             if len > INLINE {
                 assert_eq!(s.as_bytes().as_ptr(), before, "written where it lies");
             }
         }
         // A buffer a reply holds is copied; the reply keeps its bytes.
+        for len in [5000, EDIT_AS_VEC_MAX + 1] {
+            let mut s = Str::from_vec(vec![1; len]);
+            let reply = s.to_bytes();
+            s.edit_in_place(|b| b[0] = 9);
+            assert_eq!((reply[0], s[0]), (1, 9));
+            assert_ne!(reply.as_ptr(), s.as_bytes().as_ptr());
+            assert_eq!(s.is_shared(), len > EDIT_AS_VEC_MAX);
+            assert_eq!(s.allocated(), len, "exactly the bytes, as before the edit");
+        }
         let mut s = Str::from_vec(vec![1; 5000]);
-        let reply = s.to_bytes();
-        s.edit_in_place(|b| b[0] = 9);
-        assert_eq!((reply[0], s[0]), (1, 9));
-        assert_ne!(reply.as_ptr(), s.as_bytes().as_ptr());
-        assert!(s.is_shared());
         // A panicking edit leaves the bytes it saw.
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             s.edit_in_place(|b| {
@@ -326,7 +357,7 @@ mod tests {
             })
         }));
         assert!(caught.is_err());
-        assert_eq!((s.len(), s[0], s[1]), (5000, 9, 5));
+        assert_eq!((s.len(), s[0], s[1]), (5000, 1, 5));
     }
 
     #[test]
