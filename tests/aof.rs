@@ -67,7 +67,7 @@ struct Hb(Option<std::process::Child>);
 impl Hb {
     fn spawn(dir: &Path, args: &[&str]) -> (Hb, SocketAddr) {
         let (child, addr) = spawn_binary_with(dir, "", args);
-        (Hb(Some(child)), addr)
+        (Hb(Some(child.into_child())), addr)
     }
 
     fn kill9(&mut self) {

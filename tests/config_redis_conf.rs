@@ -25,22 +25,22 @@ fn debian_redis_conf_starts_hyperbloom() {
     let conf = debian_conf();
     let dir = common::tempdir("redis-conf");
     let port = common::free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .arg(&conf)
-        .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
-        .args(["--daemonize", "no", "--logfile", ""])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed on drop should an assertion fail before the SIGTERM below.
+    let mut child = common::ServerProcess::new(
+        Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+            .arg(&conf)
+            .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+            .args(["--daemonize", "no", "--logfile", ""])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
     let mut c = loop {
-        // Only once it listens (`common::connect_when_ready` says why).
-        if common::is_listening(port) {
-            if let Ok(conn) = common::RawConn::try_connect(addr) {
-                break conn;
-            }
+        if let Some(conn) = common::RawConn::connect_if_listening(addr) {
+            break conn;
         }
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();

@@ -10,7 +10,7 @@ mod common;
 use common::RawConn;
 
 struct Spawned {
-    child: std::process::Child,
+    child: common::ServerProcess,
     conn: RawConn,
     dir: std::path::PathBuf,
 }
@@ -18,17 +18,9 @@ struct Spawned {
 impl Spawned {
     fn start(tag: &str, extra: &[&str]) -> Spawned {
         let dir = common::tempdir(tag);
-        let (mut child, addr) = common::spawn_binary_with(&dir, "", extra);
-        // A server that never answers is killed here: no `Spawned` exists yet to drop (the CI run
-        // at eba41ca left one running).
-        let conn = match std::panic::catch_unwind(|| common::connect_when_ready(addr)) {
-            Ok(conn) => conn,
-            Err(panic) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                std::panic::resume_unwind(panic)
-            }
-        };
+        // A server that never answers is killed when `child` drops (`common::ServerProcess`).
+        let (child, addr) = common::spawn_binary_with(&dir, "", extra);
+        let conn = common::connect_when_ready(addr);
         Spawned { child, conn, dir }
     }
 
@@ -54,6 +46,7 @@ impl Spawned {
 
 impl Drop for Spawned {
     fn drop(&mut self) {
+        // The server first (`child`'s own drop would kill it only after this returns).
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);

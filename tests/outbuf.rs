@@ -63,7 +63,7 @@ fn gets(key: &str, n: usize) -> Vec<u8> {
 
 /// The real binary with its log (stdout) collected line by line.
 struct Logged {
-    child: std::process::Child,
+    child: common::ServerProcess,
     addr: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
     dir: std::path::PathBuf,

@@ -420,11 +420,7 @@ fn binary_answers_loading_while_it_loads() {
             start.elapsed() < Duration::from_secs(60),
             "never finished loading"
         );
-        // Only once it listens (`common::connect_when_ready` says why).
-        let conn = common::is_listening(addr.port())
-            .then(|| common::RawConn::try_connect(addr).ok())
-            .flatten();
-        let Some(mut c) = conn else {
+        let Some(mut c) = common::RawConn::connect_if_listening(addr) else {
             std::thread::sleep(Duration::from_millis(2));
             continue;
         };
@@ -461,7 +457,7 @@ fn binary_exits_nonzero_on_a_corrupt_snapshot() {
     let bytes = file_of(&sample_store());
     std::fs::write(dir.join("dump.rdb"), &bytes[..bytes.len() - 100]).unwrap();
     let (child, _) = common::spawn_binary(&dir, "");
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_child().wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let log =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);

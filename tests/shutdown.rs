@@ -37,7 +37,7 @@ fn runs() -> usize {
         .unwrap_or(2)
 }
 
-fn spawn(dir: &Path) -> (Child, SocketAddr) {
+fn spawn(dir: &Path) -> (common::ServerProcess, SocketAddr) {
     let port = common::free_port();
     let child = Command::new(binary())
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -47,18 +47,16 @@ fn spawn(dir: &Path) -> (Child, SocketAddr) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn server");
-    (child, format!("127.0.0.1:{port}").parse().unwrap())
+    (
+        common::ServerProcess::new(child),
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    )
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let start = Instant::now();
     loop {
-        // Only once it listens (`common::connect_when_ready` says why).
-        let connected = common::is_listening(addr.port())
-            .then(|| TcpStream::connect(addr).ok())
-            .flatten();
-        if let Some(s) = connected {
-            s.set_nodelay(true).ok();
+        if let Some(s) = common::RawConn::connect_if_listening(addr).map(|c| c.stream) {
             s.set_read_timeout(Some(Duration::from_secs(20))).ok();
             return s;
         }

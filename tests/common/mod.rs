@@ -135,11 +135,47 @@ pub fn wait_loaded(c: &mut RawConn) {
     }
 }
 
+/// A spawned server binary, killed (and reaped) when dropped: a test that fails partway, or
+/// whose server never came up, leaves no server running. `Deref`s to the `Child` for
+/// everything else (kill -9 and wait, stdout, the pid).
+pub struct ServerProcess(Option<std::process::Child>);
+
+impl ServerProcess {
+    pub fn new(child: std::process::Child) -> ServerProcess {
+        ServerProcess(Some(child))
+    }
+
+    /// The `Child`, no longer killed on drop: for `wait_with_output` and the like.
+    pub fn into_child(mut self) -> std::process::Child {
+        self.0.take().expect("only `into_child` takes it")
+    }
+}
+
+impl std::ops::Deref for ServerProcess {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        self.0.as_ref().expect("only `into_child` takes it")
+    }
+}
+
+impl std::ops::DerefMut for ServerProcess {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("only `into_child` takes it")
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Already gone (the test stopped it) is the common case: both calls are then no-ops.
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Starts the real binary on a free port with `dir` and the given `save` points.
-pub fn spawn_binary(
-    dir: &std::path::Path,
-    save: &str,
-) -> (std::process::Child, std::net::SocketAddr) {
+pub fn spawn_binary(dir: &std::path::Path, save: &str) -> (ServerProcess, std::net::SocketAddr) {
     spawn_binary_with(dir, save, &[])
 }
 
@@ -160,7 +196,7 @@ pub fn spawn_binary_with(
     dir: &std::path::Path,
     save: &str,
     extra: &[&str],
-) -> (std::process::Child, std::net::SocketAddr) {
+) -> (ServerProcess, std::net::SocketAddr) {
     let port = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
         .args(binary_args(port, dir, save))
@@ -169,7 +205,10 @@ pub fn spawn_binary_with(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    (child, format!("127.0.0.1:{port}").parse().unwrap())
+    (
+        ServerProcess::new(child),
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    )
 }
 
 /// Connects once the spawned server accepts connections (polling, bounded).
@@ -182,10 +221,8 @@ pub fn spawn_binary_with(
 pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
     let start = std::time::Instant::now();
     loop {
-        if is_listening(addr.port()) {
-            if let Ok(conn) = RawConn::try_connect(addr) {
-                return conn;
-            }
+        if let Some(conn) = RawConn::connect_if_listening(addr) {
+            return conn;
         }
         assert!(
             start.elapsed() < Duration::from_secs(20),
@@ -251,6 +288,17 @@ impl RawConn {
             stream,
             buf: Vec::new(),
         })
+    }
+
+    /// A connection if something listens on `addr`'s port ([`is_listening`]) and accepts: one
+    /// attempt of a loop that waits for a server, which must never connect before the port
+    /// listens (see [`connect_when_ready`]).
+    pub fn connect_if_listening(addr: SocketAddr) -> Option<RawConn> {
+        if is_listening(addr.port()) {
+            RawConn::try_connect(addr).ok()
+        } else {
+            None
+        }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {

@@ -69,15 +69,7 @@ impl RealRedis {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            // No connect before the port listens: a connect to a port nobody listens on yet can
-            // meet itself (TCP's simultaneous open, when the kernel picks that port as the
-            // source), and that socket then makes the server's bind fail
-            // (`super::is_listening`).
-            let listening = super::is_listening(port);
-            if let Some(mut c) = listening
-                .then(|| RawConn::try_connect(redis.addr).ok())
-                .flatten()
-            {
+            if let Some(mut c) = RawConn::connect_if_listening(redis.addr) {
                 if c.cmd_str(&["PING"]) == b"+PONG\r\n" {
                     return redis;
                 }
