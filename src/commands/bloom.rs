@@ -360,8 +360,9 @@ fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
+    let prefetched = db.batch_prefetched(&argv[2]);
     let found = match db.read(&argv[1]) {
-        Some(Value::Bloom(bf)) => bf.exists(&argv[2]),
+        Some(Value::Bloom(bf)) => bf.exists_hinted(&argv[2], prefetched),
         _ => false,
     };
     Ok(Reply::Bool(found))

@@ -357,6 +357,36 @@ pub struct ClientState {
     /// between two commands of a batch (appending the reply, ~0.1 µs) counts towards the second.
     /// In [`crate::engine::mono_ns`] nanoseconds.
     pub cmd_clock: Option<u64>,
+    /// The BF.EXISTS items of the current stretch of a batch whose probes [`prefetch_keys`]
+    /// prefetched, so the command does not prefetch them again.
+    pub prefetched: PrefetchedItems,
+}
+
+/// Argument addresses (at most [`PREFETCH_BATCH`]): a hint from [`prefetch_keys`] to the
+/// commands of its stretch of the batch ([`crate::store::db::ReadView::batch_prefetched`]).
+/// An address outlives nothing: the arguments it came from stay in place until the batch ends,
+/// and a stale one only makes a command skip a prefetch.
+#[derive(Debug, Default)]
+pub struct PrefetchedItems {
+    addresses: [usize; PREFETCH_BATCH],
+    len: usize,
+}
+
+impl PrefetchedItems {
+    pub fn addresses(&self) -> &[usize] {
+        &self.addresses[..self.len]
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    fn push(&mut self, item: &[u8]) {
+        if let Some(slot) = self.addresses.get_mut(self.len) {
+            *slot = item.as_ptr() as usize;
+            self.len += 1;
+        }
+    }
 }
 
 impl ClientState {
@@ -377,6 +407,7 @@ impl ClientState {
             monitor: false,
             after_reply: bytes::BytesMut::new(),
             cmd_clock: None,
+            prefetched: PrefetchedItems::default(),
         }
     }
 
@@ -509,9 +540,10 @@ impl Ctx<'_> {
 /// `CuckooFilter::prefetch_item`).
 pub fn prefetch_keys<'a>(
     engine: &Engine,
-    client: &ClientState,
+    client: &mut ClientState,
     batch: impl Iterator<Item = &'a [Bytes]> + Clone,
 ) {
+    client.prefetched.clear();
     let Some(db) = engine.store.dbs.get(client.db) else {
         return;
     };
@@ -544,7 +576,9 @@ pub fn prefetch_keys<'a>(
             // batch's prefetch too, its server CPU per request went up (1.43 -> 1.63 us, pinned,
             // 10M-capacity filter, 5 rounds) while BF.EXISTS's went down (1.40 -> 1.23).
             Some(Value::Bloom(b)) if name.eq_ignore_ascii_case(b"BF.EXISTS") => {
-                b.prefetch_item(item)
+                if b.prefetch_item(item) {
+                    client.prefetched.push(item);
+                }
             }
             Some(Value::Cuckoo(c)) => c.prefetch_item(item),
             _ => {}

@@ -231,7 +231,7 @@ fn try_shared(
     let db = engine.store.dbs.get(client.db)?;
     // As `execute`: a batch's command starts when the previous one ended.
     let started = client.cmd_clock.unwrap_or_else(mono_ns);
-    let mut view = db.shared_view(now_ms);
+    let mut view = db.shared_view(now_ms, client.prefetched.addresses());
     // A handler that panics is left to the exclusive path, which turns it into an error reply.
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));

@@ -267,11 +267,13 @@ pub async fn serve(
                     let mut shut_down_now = false;
                     client.cmd_clock = Some(started);
                     let batch = requests.len();
+                    // A batch too short to prefetch must not see the last one's hints.
+                    client.prefetched.clear();
                     for i in 0..batch {
                         if i % PREFETCH_BATCH == 0 && batch - i > 1 {
                             commands::prefetch_keys(
                                 engine.engine(),
-                                &client,
+                                &mut client,
                                 (i..batch).map(|j| requests.get(j)),
                             );
                         }

@@ -67,6 +67,14 @@ fn scan_hash(key: &[u8]) -> u64 {
 pub trait ReadView {
     /// The live value of `key`.
     fn read(&mut self, key: &[u8]) -> Option<&Value>;
+
+    /// Whether the batch prefetched the filter probes of the argument `item` (by its address:
+    /// [`SharedDb`]'s `prefetched`), so the command may skip its own prefetch. A hint: a wrong
+    /// answer costs time, never a different reply.
+    fn batch_prefetched(&self, item: &[u8]) -> bool {
+        let _ = item;
+        false
+    }
 }
 
 impl ReadView for Db {
@@ -84,6 +92,9 @@ pub struct SharedDb<'a> {
     db: &'a Db,
     now_ms: u64,
     deferred: bool,
+    /// The addresses of the arguments whose filter probes the batch prefetched
+    /// ([`ReadView::batch_prefetched`]).
+    prefetched: &'a [usize],
 }
 
 impl SharedDb<'_> {
@@ -106,6 +117,10 @@ impl ReadView for SharedDb<'_> {
             return None;
         }
         self.db.table.find(h, key).map(Entry::value)
+    }
+
+    fn batch_prefetched(&self, item: &[u8]) -> bool {
+        self.prefetched.contains(&(item.as_ptr() as usize))
     }
 }
 
@@ -276,12 +291,14 @@ impl Db {
         self.table.prefetch(&hashes[..n]);
     }
 
-    /// This database for a read under the shared lock, at the command time `now_ms`.
-    pub fn shared_view(&self, now_ms: u64) -> SharedDb<'_> {
+    /// This database for a read under the shared lock, at the command time `now_ms`, with the
+    /// addresses of the arguments whose filter probes the batch prefetched.
+    pub fn shared_view<'a>(&'a self, now_ms: u64, prefetched: &'a [usize]) -> SharedDb<'a> {
         SharedDb {
             db: self,
             now_ms,
             deferred: false,
+            prefetched,
         }
     }
 

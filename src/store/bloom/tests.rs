@@ -691,3 +691,31 @@ fn a_small_chain_is_two_allocations_of_known_size() {
     }
     assert!(grown.nfilters() > 1 && grown.links.spilled());
 }
+
+/// The batch's prefetch hint (`exists_hinted`) never changes an answer, on a chain large enough
+/// to be prefetched and on one too small for it (where `prefetch_item` says it started nothing).
+#[test]
+fn a_prefetch_hint_changes_no_answer() {
+    let mut big = ScalingBloom::create(2_000_000, 0.01, 2, false).unwrap();
+    let mut small = ScalingBloom::create(100, 0.01, 2, false).unwrap();
+    for i in (0..2000u32).step_by(2) {
+        big.add(&i.to_le_bytes()).unwrap();
+        small.add(&i.to_le_bytes()).unwrap();
+    }
+    assert!(
+        big.prefetch_item(b"x"),
+        "a 2.4 MB link is worth prefetching"
+    );
+    assert!(!small.prefetch_item(b"x"), "a link in L2 is not");
+    for bf in [&big, &small] {
+        for i in 0..2000u32 {
+            let item = i.to_le_bytes();
+            let plain = bf.exists(&item);
+            assert_eq!(bf.exists_hinted(&item, true), plain, "item {i}");
+            assert_eq!(bf.exists_hinted(&item, false), plain, "item {i}");
+            if i % 2 == 0 {
+                assert!(plain, "no false negative");
+            }
+        }
+    }
+}
