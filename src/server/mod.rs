@@ -73,6 +73,30 @@
 //! message passing. Not built: it touches every command's access to the store (`ctx.db()`, about a
 //! hundred call sites) and every keyspace-wide command (KEYS, SCAN, DBSIZE, FLUSHALL, SWAPDB,
 //! snapshots, expiry).
+//!
+//! The plan that keeps those call sites (worked out in the session of 2026-12-04, not started):
+//! - `Db` becomes a façade over S shards (`Mutex<Shard>`, a shard = today's key table and TTL
+//!   queue, chosen by the top bits of the key hash every shard shares). The exclusive path
+//!   reaches a shard through `Mutex::get_mut`: no atomic, and `Db`'s per-key methods keep their
+//!   signatures, so no handler changes. Keyspace-wide methods walk the shards: DBSIZE and
+//!   `avg_ttl` sum, KEYS and snapshots concatenate, active expiry goes round the shards, SCAN's
+//!   cursor keeps its fixed hash order across shards (it already orders by a hash of its own).
+//!   Events, the expired log, WATCH versions and the counters stay in the façade: the exclusive
+//!   path writes them as now.
+//! - A single-key write with a shared-write handler (SET without options, INCR, BF.ADD, CF.ADD,
+//!   PFADD) runs under the shared keyspace lock plus its shard's mutex when nothing façade-level
+//!   would be touched: no WATCH in the db, no keyspace events, no tracking or MONITOR, no
+//!   maxmemory, and the key not due (a due key defers to the exclusive path, as shared reads do).
+//!   It must decide to defer before it changes anything; an error defers too (errorstats).
+//! - Order: the write stream (AOF buffer, replication backlog) moves into a mutex taken while the
+//!   shard is held, so two writes to one key reach the stream in the order they were applied;
+//!   writes to different shards commute. The exclusive path takes no shard lock and excludes all
+//!   shared writers, so MULTI/EXEC and multi-key commands stay atomic.
+//! - The price for reads: a shared-path read must lock its shard too (writers now run beside it),
+//!   one uncontended atomic per command, and a multi-key read (MGET, EXISTS k1 k2, PFCOUNT of
+//!   several keys) must hold all its shards at once, taken in index order, or stay exclusive, to
+//!   stay linearizable (reading k1 before a write of k1 and k2 after a later write of k2 is not).
+//! That gives writes the read path's curve, min(N / (c_in + c_out), S / c_in), with S ≥ 64.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
