@@ -10,7 +10,11 @@
 //! way `server::connection` takes one (`commands::shared_path::EngineLock`): lock once, dispatch
 //! and encode every request, unlock. Every command runs twice per thread count: with the exclusive
 //! lock forced (the design before the shared path), and as the server runs it (`shared` when the
-//! command has a shared-lock path, see `commands::shared_path`).
+//! command has a shared-lock path, see `commands::shared_path`). A third run gives each thread an
+//! engine of its own (`partitioned`): the keyspace split by client with nothing shared, the upper
+//! bound of any keyspace sharded by key hash (and of thread-per-core) for commands on distinct
+//! keys. Between it and `exclusive` lies what sharding the writes could gain on this machine
+//! (the plan in `src/server/mod.rs`).
 //! Printed per command, lock and thread count:
 //! - ops/s of all threads together (wall clock);
 //! - ns under the lock per command (lock held, measured per batch around dispatch + encode, divided
@@ -84,6 +88,17 @@ fn has_shared_path(name: &str) -> bool {
         .is_some_and(|(_, spec)| spec.shared_read.is_some())
 }
 
+/// How the threads share the keyspace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// One engine, the exclusive lock forced for every batch.
+    Exclusive,
+    /// One engine, locked as the server locks it (shared for commands with a shared path).
+    AsServer,
+    /// An engine per thread.
+    Partitioned,
+}
+
 struct Outcome {
     ops: usize,
     held: Duration,
@@ -123,26 +138,34 @@ fn main() {
         .iter()
         .filter(|(name, _)| only.as_deref().is_none_or(|o| o.eq_ignore_ascii_case(name)))
     {
-        for (&n, shared_path) in threads.iter().flat_map(|n| [(n, false), (n, true)]) {
-            let shared = Shared::new(Config::default(), commands::table().len());
+        for (&n, mode) in threads
+            .iter()
+            .flat_map(|n| [(n, Mode::Exclusive), (n, Mode::AsServer), (n, Mode::Partitioned)])
+        {
+            let shared_path = mode == Mode::AsServer;
+            // One engine, or one per thread when partitioned.
+            let engines: Vec<Arc<Shared>> = (0..if mode == Mode::Partitioned { n } else { 1 })
+                .map(|_| Shared::new(Config::default(), commands::table().len()))
+                .collect();
             for t in 0..n {
+                let shared = &engines[t % engines.len()];
                 let words = |w: &[&str]| {
                     w.iter()
                         .map(|s| Bytes::copy_from_slice(s.as_bytes()))
                         .collect()
                 };
                 run_one(
-                    &shared,
+                    shared,
                     words(&["BF.RESERVE", &format!("bf:{t}"), "0.01", "10000000"]),
                 );
                 run_one(
-                    &shared,
+                    shared,
                     words(&["CF.RESERVE", &format!("cf:{t}"), "4000000"]),
                 );
                 // GET reads keys that exist.
                 if *name == "GET" {
                     for i in 0..100_000 {
-                        run_one(&shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
+                        run_one(shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
                     }
                 }
             }
@@ -159,7 +182,7 @@ fn main() {
                 .into_iter()
                 .enumerate()
                 .map(|(t, reqs)| {
-                    let shared = shared.clone();
+                    let shared = engines[t % engines.len()].clone();
                     let barrier = barrier.clone();
                     std::thread::spawn(move || {
                         let mut c = client(t as u64 + 1);
@@ -222,10 +245,14 @@ fn main() {
             let waited: f64 =
                 outcomes.iter().map(|o| o.waited.as_secs_f64()).sum::<f64>() * 1e9 / total as f64;
             // Under the shared lock the time held is not serial: no ceiling to print.
-            let (lock, ceiling) = match (shared_path, *name) {
-                (true, n) if has_shared_path(n) => ("shared", "-".to_string()),
-                (true, _) => ("exclusive (no shared path)", format!("{:.0}", 1e9 / held)),
-                (false, _) => ("exclusive", format!("{:.0}", 1e9 / held)),
+            let (lock, ceiling) = match (mode, *name) {
+                (Mode::AsServer, n) if has_shared_path(n) => ("shared", "-".to_string()),
+                (Mode::AsServer, _) => {
+                    ("exclusive (no shared path)", format!("{:.0}", 1e9 / held))
+                }
+                (Mode::Exclusive, _) => ("exclusive", format!("{:.0}", 1e9 / held)),
+                // A lock per thread: nothing serial between threads.
+                (Mode::Partitioned, _) => ("partitioned", "-".to_string()),
             };
             println!(
                 "| {name} | {lock} | {n} | {:.0} | {held:.0} | {waited:.0} | {ceiling} |",
