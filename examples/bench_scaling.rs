@@ -138,10 +138,13 @@ fn main() {
         .iter()
         .filter(|(name, _)| only.as_deref().is_none_or(|o| o.eq_ignore_ascii_case(name)))
     {
-        for (&n, mode) in threads
-            .iter()
-            .flat_map(|n| [(n, Mode::Exclusive), (n, Mode::AsServer), (n, Mode::Partitioned)])
-        {
+        for (&n, mode) in threads.iter().flat_map(|n| {
+            [
+                (n, Mode::Exclusive),
+                (n, Mode::AsServer),
+                (n, Mode::Partitioned),
+            ]
+        }) {
             let shared_path = mode == Mode::AsServer;
             // One engine, or one per thread when partitioned.
             let engines: Vec<Arc<Shared>> = (0..if mode == Mode::Partitioned { n } else { 1 })
@@ -247,9 +250,7 @@ fn main() {
             // Under the shared lock the time held is not serial: no ceiling to print.
             let (lock, ceiling) = match (mode, *name) {
                 (Mode::AsServer, n) if has_shared_path(n) => ("shared", "-".to_string()),
-                (Mode::AsServer, _) => {
-                    ("exclusive (no shared path)", format!("{:.0}", 1e9 / held))
-                }
+                (Mode::AsServer, _) => ("exclusive (no shared path)", format!("{:.0}", 1e9 / held)),
                 (Mode::Exclusive, _) => ("exclusive", format!("{:.0}", 1e9 / held)),
                 // A lock per thread: nothing serial between threads.
                 (Mode::Partitioned, _) => ("partitioned", "-".to_string()),
