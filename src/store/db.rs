@@ -71,8 +71,7 @@ pub trait ReadView {
     /// Whether the batch prefetched the filter probes of the argument `item` (by its address:
     /// [`SharedDb`]'s `prefetched`), so the command may skip its own prefetch. A hint: a wrong
     /// answer costs time, never a different reply.
-    fn batch_prefetched(&self, item: &[u8]) -> bool {
-        let _ = item;
+    fn batch_prefetched(&self, _item: &[u8]) -> bool {
         false
     }
 }

@@ -141,15 +141,17 @@ impl Str {
     /// Runs `f` on the bytes for an edit that keeps their length (the dense HLL writers: PFADD
     /// raising a register, PFCOUNT writing its cache), in whatever form the string is: a shared
     /// buffer no one else holds is written where it is, one that a reply or a snapshot still holds
-    /// is copied first (copy-on-write, as [`Str::make_mut`]). Unlike `make_mut` the form never
-    /// changes, so nothing is allocated or freed (issue 15: `make_mut` and the guard's drop were a
-    /// fifth of a PFADD to a dense HLL). Should `f` panic, the bytes it saw are kept.
+    /// is copied first (copy-on-write, as [`Str::make_mut`]). Unlike `make_mut` the form does not
+    /// change per edit, so nothing is allocated or freed (issue 15: `make_mut` and the guard's
+    /// drop were a fifth of a PFADD to a dense HLL) — except once: a shared string of at most
+    /// [`EDIT_AS_VEC_MAX`] bytes moves to the `Vec` form on its first edit. Should `f` panic, the
+    /// bytes it saw are kept.
     pub fn edit_in_place<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         match &mut self.0 {
             Repr::Inline { len, buf } => f(&mut buf[..*len as usize]),
             Repr::Heap(v) => f(v),
             Repr::Shared(b) if b.len() <= EDIT_AS_VEC_MAX => {
-                // Leaves the shared form for good: the next edit is a plain write (see
+                // Leaves the shared form for good: this edit and the next are plain writes (see
                 // `EDIT_AS_VEC_MAX`). Zero-copy when no one else holds the buffer; otherwise the
                 // holder keeps the old bytes.
                 let mut v = Vec::from(std::mem::take(&mut **b));
@@ -158,10 +160,7 @@ impl Str {
                     v.shrink_to_fit();
                 }
                 self.0 = Repr::Heap(v);
-                match &mut self.0 {
-                    Repr::Heap(v) => f(v),
-                    _ => unreachable!("just stored"),
-                }
+                self.edit_in_place(f)
             }
             Repr::Shared(b) => {
                 let taken = std::mem::take(&mut **b);
