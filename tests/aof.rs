@@ -60,36 +60,24 @@ impl Drop for Dir {
     }
 }
 
-/// A hyperbloom child process, killed (-9) when dropped: a failing assertion leaves no server
-/// running behind the test.
-struct Hb(Option<std::process::Child>);
+/// A hyperbloom child process, killed (-9) when dropped (`common::ServerProcess`): a failing
+/// assertion leaves no server running behind the test.
+struct Hb(common::ServerProcess);
 
 impl Hb {
     fn spawn(dir: &Path, args: &[&str]) -> (Hb, SocketAddr) {
         let (child, addr) = spawn_binary_with(dir, "", args);
-        (Hb(Some(child.into_child())), addr)
+        (Hb(child), addr)
     }
 
     fn kill9(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 
     /// Waits for the process to exit by itself; its status and output.
-    fn output(mut self) -> std::process::Output {
-        self.0
-            .take()
-            .expect("a child")
-            .wait_with_output()
-            .expect("wait")
-    }
-}
-
-impl Drop for Hb {
-    fn drop(&mut self) {
-        self.kill9();
+    fn output(self) -> std::process::Output {
+        self.0.into_child().wait_with_output().expect("wait")
     }
 }
 

@@ -4,37 +4,26 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{binary_args, connect_when_ready, free_port, tempdir, RawConn};
 
 /// A spawned server that is killed when dropped, so a failing assertion cannot leave a server
-/// spinning on the machine after the test (one that never stops spinning holds a core).
-struct Server(Option<Child>);
+/// spinning on the machine after the test (one that never stops spinning holds a core):
+/// `common::ServerProcess` does the killing.
+struct Server(common::ServerProcess);
 
 impl Server {
     fn pid(&self) -> u32 {
-        self.0.as_ref().map_or(0, Child::id)
+        self.0.id()
     }
 
     /// Kills the server and returns what it logged.
     fn stop(mut self) -> String {
-        let Some(mut child) = self.0.take() else {
-            return String::new();
-        };
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
+        let _ = self.0.kill();
+        let out = self.0.into_child().wait_with_output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(child) = self.0.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -50,7 +39,7 @@ fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Server, RawConn
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let server = Server(Some(child));
+    let server = Server(common::ServerProcess::new(child));
     let conn = connect_when_ready(format!("127.0.0.1:{port}").parse().unwrap());
     (server, conn)
 }
