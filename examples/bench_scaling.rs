@@ -43,8 +43,17 @@ type Gen = fn(t: usize, i: usize) -> Vec<String>;
 
 const TESTS: &[(&str, Gen)] = &[
     ("PING", |_, _| vec!["PING".into()]),
+    // Overwrites keys that exist (the shared path writes them in place).
     ("SET", |t, i| {
-        vec!["SET".into(), format!("key:{t}:{i}"), "xxx".into()]
+        vec![
+            "SET".into(),
+            format!("key:{t}:{}", i % 100_000),
+            "yyy".into(),
+        ]
+    }),
+    // A new key per request (adding a key changes the table: the exclusive lock).
+    ("SET-new", |t, i| {
+        vec!["SET".into(), format!("new:{t}:{i}"), "xxx".into()]
     }),
     ("GET", |t, i| {
         vec!["GET".into(), format!("key:{t}:{}", i % 100_000)]
@@ -83,9 +92,10 @@ fn run_one(shared: &Arc<Shared>, argv: Vec<Bytes>) {
 
 /// True if the command runs on the shared-lock path (`commands::shared_path`).
 fn has_shared_path(name: &str) -> bool {
+    let command = name.split('-').next().unwrap_or(name);
     commands::table()
-        .get(name.as_bytes())
-        .is_some_and(|(_, spec)| spec.shared_read.is_some())
+        .get(command.as_bytes())
+        .is_some_and(|(_, spec)| spec.shared.is_some())
 }
 
 /// How the threads share the keyspace.
@@ -165,8 +175,8 @@ fn main() {
                     shared,
                     words(&["CF.RESERVE", &format!("cf:{t}"), "4000000"]),
                 );
-                // GET reads keys that exist.
-                if *name == "GET" {
+                // GET reads keys that exist, SET overwrites them.
+                if *name == "GET" || *name == "SET" {
                     for i in 0..100_000 {
                         run_one(shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
                     }

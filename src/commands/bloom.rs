@@ -82,7 +82,7 @@ pub use crate::limits::{BF_MAX_CAPACITY as MAX_CAPACITY, BF_MAX_ERROR_RATE as MA
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("bf.reserve", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Creates a new Bloom Filter.", reserve),
-    cmd("bf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Bloom Filter.", add),
+    cmd("bf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Bloom Filter.", add).shared_write(add_shared),
     cmd("bf.madd", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", madd),
     cmd("bf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", insert),
     cmd("bf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether an item exists in a Bloom Filter.", exists).shared_read(exists_shared),
@@ -341,6 +341,25 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     // RedisBloom replicates once it reached the items, even when the add failed.
     ctx.force_propagation();
     added.map(Reply::Bool).map_err(add_error)
+}
+
+/// BF.ADD under the shared lock (`shared_path`): an existing filter, in place, a new link
+/// included. A new key, another type, or an add that fails (a full non-scaling filter; a link
+/// that cannot be had), which changes nothing: the exclusive path.
+fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let Some(e) = db.write(&argv[1]) else {
+        return Ok(Reply::Null);
+    };
+    let Value::Bloom(bf) = e.value else {
+        return super::shared_path::defer(db);
+    };
+    match bf.add(&argv[2]) {
+        Ok(added) => {
+            db.wrote();
+            Ok(Reply::Bool(added))
+        }
+        Err(_) => super::shared_path::defer(db),
+    }
 }
 
 /// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.

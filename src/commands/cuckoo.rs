@@ -84,7 +84,7 @@ const MAX_CAPACITY: i64 = 1 << 30;
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("cf.reserve", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Creates a new Cuckoo Filter.", reserve),
-    cmd("cf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Cuckoo Filter.", add),
+    cmd("cf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Cuckoo Filter.", add).shared_write(add_shared),
     cmd("cf.addnx", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Cuckoo Filter if the item did not exist previously.", addnx),
     cmd("cf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist.", insert),
     cmd("cf.insertnx", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist.", insertnx),
@@ -331,6 +331,34 @@ fn reserve(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `CF.ADD key item` → `:1` / `#t`.
 fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     add_one(ctx, argv, false)
+}
+
+/// CF.ADD under the shared lock (`shared_path`): an existing filter below `cf-max-expansions`,
+/// in place, growth included. A new key, another type, the expansion limit, or an insert that
+/// finds no room (the eviction walk undoes itself) or cannot grow (which changes nothing): the
+/// exclusive path.
+fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let max_expansions = db.cf_max_expansions;
+    let Some(e) = db.write(&argv[1]) else {
+        return Ok(Reply::Null);
+    };
+    let Value::Cuckoo(cf) = e.value else {
+        return super::shared_path::defer(db);
+    };
+    if cf.num_filters() as u64 >= max_expansions {
+        return super::shared_path::defer(db);
+    }
+    match cf.insert(&argv[2]) {
+        InsertOutcome::Inserted => {
+            db.wrote();
+            Ok(Reply::Bool(true))
+        }
+        InsertOutcome::Exists => {
+            db.wrote();
+            Ok(Reply::Bool(false))
+        }
+        InsertOutcome::NoSpace | InsertOutcome::AllocFailed => super::shared_path::defer(db),
+    }
 }
 
 /// `CF.ADDNX key item` → `:1` / `#t` if added, `:0` / `#f` if present.

@@ -32,7 +32,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "2.8.9",
         "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.",
         pfadd,
-    ),
+    )
+    .shared_write(pfadd_shared),
     cmd(
         "pfcount",
         -2,
@@ -162,6 +163,28 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.notify(events::STRING, "pfadd", key);
     }
     Ok(Reply::Int(updated as i64))
+}
+
+/// PFADD under the shared lock (`shared_path`): a valid dense HLL, updated where it lies as
+/// [`pfadd`] does (marked `raw`, as unsharing makes it; a change counted). A new key, a sparse
+/// HLL (which may grow, by a config limit), or anything that is not an HLL: the exclusive path.
+fn pfadd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let Some(mut e) = db.write(&argv[1]) else {
+        return Ok(Reply::Null);
+    };
+    if !matches!(as_hll(e.value), Ok(Encoding::Dense)) {
+        return super::shared_path::defer(db);
+    }
+    e.mark_raw();
+    let Value::Str(s) = e.value else {
+        return super::shared_path::defer(db);
+    };
+    let elements = argv[2..].iter().map(|el| &el[..]);
+    if s.edit_in_place(|b| hll::pfadd_dense(b, elements)) {
+        db.wrote();
+        return Ok(Reply::Int(1));
+    }
+    Ok(Reply::Int(0))
 }
 
 /// `PFCOUNT key [key ...]` → the estimate. One key: served from and written back to its cache.

@@ -71,7 +71,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "A container for object introspection commands.",
         handler: object_container,
         subcommands: OBJECT_SUBCOMMANDS,
-        shared_read: None,
+        shared: None,
     },
 ];
 

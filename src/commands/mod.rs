@@ -108,9 +108,11 @@ pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 /// A command name's table entry: its index and spec, or `None` for an unknown name.
 pub type Lookup = Option<(usize, &'static CommandSpec)>;
 
-/// A read-only command's handler for the shared keyspace lock ([`shared_path`]): it sees only
-/// its database, read-only. The same command's [`Handler`] and this one share one
-/// implementation over [`ReadView`](crate::store::db::ReadView).
+/// A command's handler for the shared keyspace lock ([`shared_path`]): it sees only its
+/// database, with its keys' stripes held. A read-only command's [`Handler`] and this one share
+/// one implementation over [`ReadView`](crate::store::db::ReadView); a write's writes values in
+/// place through [`SharedDb::write`](crate::store::db::SharedDb::write) and defers whatever
+/// else.
 pub type SharedHandler = fn(&mut SharedDb, &[Bytes]) -> CmdResult;
 
 /// One command (or subcommand) as registered.
@@ -129,8 +131,9 @@ pub struct CommandSpec {
     pub handler: Handler,
     /// Subcommands of a container command (CLIENT, CONFIG, ...). Empty for plain commands.
     pub subcommands: &'static [CommandSpec],
-    /// The handler for the shared keyspace lock, for the few read-only commands that have one.
-    pub shared_read: Option<SharedHandler>,
+    /// The handler for the shared keyspace lock, for the few commands that have one: it holds
+    /// its keys' stripes for writing if the command has the `WRITE` flag, else for reading.
+    pub shared: Option<SharedHandler>,
 }
 
 impl CommandSpec {
@@ -147,30 +150,50 @@ impl CommandSpec {
         self.flags & flag != 0
     }
 
-    /// This command with a handler for the shared keyspace lock (see [`shared_path`]).
+    /// This read-only command with a handler for the shared keyspace lock (see
+    /// [`shared_path`]).
     pub const fn shared_read(mut self, handler: SharedHandler) -> CommandSpec {
-        self.shared_read = Some(handler);
+        assert!(
+            self.flags & flags::WRITE == 0,
+            "a write's shared handler is shared_write"
+        );
+        self.shared = Some(handler);
+        self
+    }
+
+    /// This write command with a handler for the shared keyspace lock, writing in place.
+    pub const fn shared_write(mut self, handler: SharedHandler) -> CommandSpec {
+        assert!(
+            self.flags & flags::WRITE != 0,
+            "a read's shared handler is shared_read"
+        );
+        self.shared = Some(handler);
         self
     }
 
     /// The keys of `argv` per the key positions.
     pub fn keys<'a>(&self, argv: &'a [Bytes]) -> Vec<&'a Bytes> {
-        let mut out = Vec::new();
-        if self.first_key <= 0 {
-            return out;
-        }
+        self.key_iter(argv).collect()
+    }
+
+    /// [`CommandSpec::keys`] without collecting them.
+    pub fn key_iter<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+        let first = self.first_key.max(0) as usize;
         let last = if self.last_key < 0 {
             argv.len() as i32 + self.last_key
         } else {
             self.last_key
         };
-        let step = self.step.max(1);
-        let mut i = self.first_key;
-        while i <= last && (i as usize) < argv.len() {
-            out.push(&argv[i as usize]);
-            i += step;
-        }
-        out
+        let end = if self.first_key <= 0 || last < 0 {
+            0
+        } else {
+            (last as usize + 1).min(argv.len())
+        };
+        let step = self.step.max(1) as usize;
+        argv.get(first.min(end)..end)
+            .unwrap_or_default()
+            .iter()
+            .step_by(step)
     }
 }
 
@@ -555,7 +578,11 @@ pub fn prefetch_keys<'a>(
     );
     // A pipeline mostly hits one filter: its lookup is reused while the key repeats (a lookup
     // per request was ~100 of a pipelined CF.ADD's ~3,000 instructions, filter big or small).
+    // Under the shared lock a command may be writing that filter in place (a cuckoo filter
+    // growing moves its sub-filter list), so the key's stripe is held for reading while its
+    // value is looked at, as a shared read would (`store::db::Stripes`).
     let mut last: Option<(&[u8], Option<&Value>)> = None;
+    let mut stripe: Option<(usize, std::sync::RwLockReadGuard<'_, ()>)> = None;
     for argv in batch.take(crate::store::db::PREFETCH_BATCH) {
         let [name, key, item] = argv else {
             continue;
@@ -566,6 +593,12 @@ pub fn prefetch_keys<'a>(
         let value = match last {
             Some((k, v)) if k == &key[..] => v,
             _ => {
+                let i = db.stripe(key);
+                if stripe.as_ref().is_none_or(|(held, _)| *held != i) {
+                    // The old guard goes first: one stripe at a time, never two.
+                    drop(stripe.take());
+                    stripe = Some((i, engine.store.stripes.read(i)));
+                }
                 let v = db.peek_value(key);
                 last = Some((&key[..], v));
                 v
@@ -1165,7 +1198,7 @@ pub const fn cmd(
         summary,
         handler,
         subcommands: &[],
-        shared_read: None,
+        shared: None,
     }
 }
 

@@ -42,7 +42,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "A container for Pub/Sub commands.",
         handler: super::server::no_direct_call,
         subcommands: PUBSUB_SUBCOMMANDS,
-        shared_read: None,
+        shared: None,
     },
 ];
 

@@ -32,7 +32,7 @@ const fn container(
         summary,
         handler: no_direct_call,
         subcommands,
-        shared_read: None,
+        shared: None,
     }
 }
 

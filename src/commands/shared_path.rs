@@ -1,47 +1,76 @@
 //! The shared keyspace lock (issue 15, target 4: a design that goes past one core).
 //!
 //! The keyspace is one `RwLock<Engine>` (`Shared::engine`). Every command runs under the
-//! exclusive (write) lock, as before — except a few read-only ones that carry a
-//! [`SharedHandler`](super::SharedHandler) in the command table: `PING`, `ECHO`, `GET`, `MGET`,
-//! `STRLEN`, `EXISTS`, `PFCOUNT`, `BF.EXISTS`, `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`. A batch
-//! that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so any number
-//! of connections on any number of cores run them side by side. That is where a Bloom-filter
-//! front of a database spends its time: most lookups ask for keys that do not exist, and they are
-//! all reads.
+//! exclusive (write) lock — except those that carry a [`SharedHandler`](super::SharedHandler) in
+//! the command table:
+//! - reads: `PING`, `ECHO`, `GET`, `MGET`, `STRLEN`, `EXISTS`, `PFCOUNT`, `BF.EXISTS`,
+//!   `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`;
+//! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `CF.ADD`
+//!   and `PFADD` (a dense HLL), on a key that exists.
 //!
-//! Under the shared lock nothing in the engine may change but atomics, so a command takes the
-//! shared path only when it would change nothing on the exclusive one either
+//! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
+//! any number of connections on any number of cores run them side by side. That is where a
+//! Bloom-filter front of a database spends its time (most lookups ask for keys that do not
+//! exist), and where counters, filters and HLLs that already exist are fed.
+//!
+//! # What the shared lock lets change: values, under stripes
+//! Under the shared lock the table's *structure* is frozen: no key is added or removed, no TTL
+//! changes, no segment is copied, so every entry stays where it is. A value may change in place,
+//! and only under its key's stripe lock (`store::db::Stripes`: 256 `RwLock<()>`s, a key's stripe
+//! chosen by its hash). A command on the shared path first takes the stripes of its keys (by the
+//! command table's key positions), ascending, for writing if it is a write and for reading
+//! otherwise; [`SharedDb`](crate::store::db::SharedDb) hands out a key's value only while its
+//! stripe is held, and for writing only when held for writing. So two writes to one key, or a
+//! write and a read of it, take turns, and a multi-key read (MGET, EXISTS, PFCOUNT of several)
+//! holds every stripe it reads at once: it sees each key before or after any concurrent write,
+//! never a mix, exactly as under one lock. Writes to different stripes run on different cores.
+//! The exclusive path takes no stripe: holding the keyspace lock exclusively, it excludes
+//! everyone who could hold one. `commands::prefetch_keys`, which looks at filters under the
+//! shared lock, holds their stripe for reading too.
+//!
+//! # When a command may take the shared path
+//! Only when it would do nothing on the exclusive path that the shared one cannot
 //! ([`try_shared`] checks, in this order):
 //! - the command has a shared handler and the right arity;
 //! - the engine has no MONITOR client (feeding it is a write), no CLIENT TRACKING state (a read
 //!   remembers its keys), and `notify-keyspace-events` has no `m` (a miss raises an event);
 //! - the client is authenticated, not in MULTI, not a MONITOR, not our primary's link, not the
 //!   AOF loader, and has no subscription (a RESP2 subscriber's PING answers in the pub/sub form);
-//! - neither the dispatcher's server-state refusals (loading, a disk error for PING) nor
-//!   replication's (a stale replica) apply;
+//! - neither the dispatcher's server-state refusals (loading, a disk error, MISCONF) nor
+//!   replication's (a stale or read-only replica, min-replicas-to-write) apply;
+//! - for a write, nothing else a write touches is in use ([`open_for_writes`]): no keyspace
+//!   events at all, no WATCHed key in the database, nobody consuming the write stream (the AOF,
+//!   replicas: its one total order is the exclusive lock's), no `maxmemory`;
 //! - the handler answered without an error (errors are counted in INFO errorstats, a write) and
-//!   did not defer (it met a key that is due — reclaiming it is a write, propagated as `DEL` —
-//!   or would have to write, as PFCOUNT refreshing a stale cache: see
-//!   [`SharedDb`](crate::store::db::SharedDb)).
+//!   did not defer. A read defers when it meets a key that is due (reclaiming it is a write,
+//!   propagated as `DEL`) or would have to write (PFCOUNT refreshing a stale cache). A write
+//!   defers when its key is missing (adding it changes the table), due, in a block a snapshot
+//!   can still reach (unsharing it changes the table), of another type, or when its change
+//!   cannot be made in place (SET clearing a TTL, an INCR that overflows, a filter that is full,
+//!   a sparse HLL); it decides that before it changes anything.
 //!
 //! Otherwise the command runs again from the start on the exclusive path: [`EngineLock::dispatch`]
 //! releases the shared lock, takes the exclusive one and calls [`super::dispatch`], and the rest
 //! of the batch stays there. The rerun is safe because the shared attempt changed nothing; other
 //! clients may run between the two locks, exactly as they may between two batches. Every reply
-//! byte is the exclusive path's: the two share one implementation of each command (over
-//! [`ReadView`](crate::store::db::ReadView)).
+//! byte is the exclusive path's: the reads share one implementation with it (over
+//! [`ReadView`](crate::store::db::ReadView)); the writes are a second implementation of the one
+//! case they take, tested against the first (same replies, same `DUMP`, encoding, TTL and
+//! `dirty`). A write whose handler panics partway is not rerun (it may have changed its value):
+//! it answers the exclusive path's internal-error reply and is counted as failed there.
 //!
 //! INFO commandstats counts shared-path commands in `Engine::shared_stats` (atomics). A run of the
 //! same command in one batch is counted once, when it ends, so many cores running `BF.EXISTS` do not
 //! all hit the same counter per command; `Ctx::command_stats` folds the counts in before INFO
-//! reads them.
+//! reads them. A batch's writes reach its database's `dirty` the same way, once per batch
+//! (`Db::shared_dirty`, folded in by `Store::db`).
 //!
 //! Readers cannot starve a writer: std's `RwLock` on Linux makes new readers wait once a writer
-//! waits, so a stream of read batches from many connections lets the next write in after the
-//! batches already running.
+//! waits, so a stream of read batches from many connections lets the next exclusive command in
+//! after the batches already running. The stripes are `RwLock`s for the same reason, and so that
+//! many cores reading one hot filter do not take turns.
 //!
-//! Writes still serialize on the exclusive lock; the essay in `server/mod.rs` gives the measured
-//! scaling and what sharding the writes would take.
+//! The essay in `server/mod.rs` gives the measured scaling.
 
 use std::sync::atomic::Ordering;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
@@ -52,6 +81,7 @@ use super::{table, ClientState, Lookup};
 use crate::engine::{mono_ns, Engine, Shared};
 use crate::events;
 use crate::protocol::Reply;
+use crate::store::db::Db;
 
 /// The keyspace lock a batch holds: shared while every command so far ran on the shared path,
 /// exclusive from the first one that could not.
@@ -60,6 +90,9 @@ pub enum EngineLock<'a> {
         guard: RwLockReadGuard<'a, Engine>,
         /// The commands of the current run of one command, not yet counted.
         run: Option<StatRun>,
+        /// Writes made on the shared path, not yet added to their database's `dirty`: (database,
+        /// count), added when the database changes or the lock is let go.
+        writes: (usize, u64),
         /// The table lookup `for_batch` made of the batch's first request, for its dispatch.
         first: Option<FirstLookup>,
     },
@@ -104,10 +137,11 @@ impl<'a> EngineLock<'a> {
             name: name.as_ptr(),
             found,
         });
-        if found.is_some_and(|(_, spec)| spec.shared_read.is_some()) {
+        if found.is_some_and(|(_, spec)| spec.shared.is_some()) {
             EngineLock::Shared {
                 guard: shared.engine_shared(),
                 run: None,
+                writes: (0, 0),
                 first,
             }
         } else {
@@ -168,9 +202,27 @@ impl<'a> EngineLock<'a> {
             }
             EngineLock::Released => lookup(&mut None, argv),
         };
-        if let EngineLock::Shared { guard, run, .. } = self {
-            if let Some(reply) = try_shared(shared, guard, run, client, argv, now_ms, found) {
-                return Some(reply);
+        if let EngineLock::Shared {
+            guard, run, writes, ..
+        } = self
+        {
+            match try_shared(shared, guard, run, writes, client, argv, now_ms, found) {
+                Attempt::Answered(reply) => return Some(reply),
+                Attempt::Rerun => {}
+                Attempt::Failed(index, reply) => {
+                    // The exclusive path's bookkeeping of a failed command, without running it
+                    // again: a write that panicked partway may have changed its value.
+                    let engine = self.exclusive(shared);
+                    if engine.shut_down {
+                        return None;
+                    }
+                    engine.stats[index].calls += 1;
+                    engine.stats[index].failed += 1;
+                    if let Reply::Error(e) = &reply {
+                        *engine.error_stats.entry(e.code()).or_insert(0) += 1;
+                    }
+                    return Some(reply);
+                }
             }
         }
         let engine = self.exclusive(shared);
@@ -185,12 +237,57 @@ impl<'a> EngineLock<'a> {
 
 impl Drop for EngineLock<'_> {
     fn drop(&mut self) {
-        if let EngineLock::Shared { guard, run, .. } = self {
+        if let EngineLock::Shared {
+            guard, run, writes, ..
+        } = self
+        {
             if let Some(r) = run.take() {
                 guard.shared_stats[r.index].add(r.calls, r.nanos);
             }
+            add_writes(guard, writes);
         }
     }
+}
+
+/// Adds a batch's shared-path writes to their database's `dirty` (`Store::db` folds them in).
+fn add_writes(engine: &Engine, writes: &mut (usize, u64)) {
+    if writes.1 != 0 {
+        if let Some(db) = engine.store.dbs.get(writes.0) {
+            db.shared_dirty.0.fetch_add(writes.1, Ordering::Relaxed);
+        }
+        writes.1 = 0;
+    }
+}
+
+/// What a shared handler answers when it defers: the reply is dropped
+/// ([`SharedDb::defer`](crate::store::db::SharedDb::defer)) and the command runs again on the
+/// exclusive path.
+pub(super) fn defer(db: &mut crate::store::db::SharedDb) -> super::CmdResult {
+    db.defer();
+    Ok(Reply::Null)
+}
+
+/// What became of a command tried on the shared path.
+enum Attempt {
+    Answered(Reply),
+    /// Nothing changed: run it on the exclusive path.
+    Rerun,
+    /// A write's handler panicked (command table index, the error reply): it may have changed
+    /// its value, so it must not run again.
+    Failed(usize, Reply),
+}
+
+/// True if nothing engine-wide keeps writes off the shared path: a write there touches its value
+/// and `dirty`, nothing else, so whatever else the exclusive path does for a write must have
+/// nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT TRACKING's
+/// invalidations, which ride on them), no WATCHed key in the database (a write bumps its
+/// version), nobody consuming the write stream (AOF, replicas: its order is the exclusive lock's),
+/// and no `maxmemory` (a write may have to evict first, or be refused).
+fn open_for_writes(shared: &Shared, engine: &Engine, db: &Db) -> bool {
+    engine.store.notify_flags == 0
+        && !db.has_watches()
+        && !engine.stream.is_active()
+        && shared.maxmemory.load(Ordering::Relaxed) == 0
 }
 
 /// True if nothing engine-wide keeps `client`'s read-only commands off the shared path.
@@ -207,38 +304,74 @@ fn open_for(engine: &Engine, client: &ClientState) -> bool {
         && (engine.pubsub.is_empty() || !engine.pubsub.is_subscriber(client.handle.id))
 }
 
-/// One command on the shared path, or `None` if it must run on the exclusive one (nothing has
-/// changed then: the caller reruns it there).
+/// One command on the shared path, or [`Attempt::Rerun`] if it must run on the exclusive one
+/// (nothing has changed then: the caller reruns it there).
+#[allow(clippy::too_many_arguments)]
 fn try_shared(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
+    writes: &mut (usize, u64),
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
     found: Lookup,
-) -> Option<Reply> {
-    let (index, spec) = found?;
-    let handler = spec.shared_read?;
+) -> Attempt {
+    let Some((index, spec)) = found else {
+        return Attempt::Rerun;
+    };
+    let Some(handler) = spec.shared else {
+        return Attempt::Rerun;
+    };
     if !spec.arity_ok(argv.len()) || !open_for(engine, client) {
-        return None;
+        return Attempt::Rerun;
     }
     if super::refuses(shared, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
-        return None;
+        return Attempt::Rerun;
     }
-    let db = engine.store.dbs.get(client.db)?;
+    let Some(db) = engine.store.dbs.get(client.db) else {
+        return Attempt::Rerun;
+    };
+    let write = spec.has(super::flags::WRITE);
+    if write && !open_for_writes(shared, engine, db) {
+        return Attempt::Rerun;
+    }
     // As `execute`: a batch's command starts when the previous one ended.
     let started = client.cmd_clock.unwrap_or_else(mono_ns);
-    let mut view = db.shared_view(now_ms, client.prefetched.addresses());
-    // A handler that panics is left to the exclusive path, which turns it into an error reply.
+    let mut view = db.shared_view(&engine.store.stripes, now_ms, client.prefetched.addresses());
+    view.hold(spec.key_iter(argv).map(|k| &k[..]), write);
+    view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
     let reply = match outcome {
         Ok(Ok(reply)) if !view.deferred() => reply,
-        _ => return None,
+        // A read that panicked changed nothing: the exclusive path runs it and turns the panic
+        // into its error reply.
+        Err(_) if write => {
+            tracing::error!(
+                command = spec.name,
+                "command handler panicked; replying with an error"
+            );
+            return Attempt::Failed(
+                index,
+                Reply::Error(crate::error::CmdError::Owned(format!(
+                    "ERR internal error while executing '{}'",
+                    spec.name
+                ))),
+            );
+        }
+        _ => return Attempt::Rerun,
     };
+    if view.writes() != 0 {
+        if writes.0 != client.db {
+            add_writes(engine, writes);
+            writes.0 = client.db;
+        }
+        writes.1 += view.writes();
+    }
+    drop(view);
     let ended = mono_ns();
     if client.cmd_clock.is_some() {
         client.cmd_clock = Some(ended);
@@ -262,7 +395,7 @@ fn try_shared(
         }
     }
     super::log_command(client, argv);
-    Some(reply)
+    Attempt::Answered(reply)
 }
 
 #[cfg(test)]
@@ -452,5 +585,265 @@ mod tests {
             .is_none());
         drop(lock);
         assert!(shared.engine().store.dbs[0].peek_value(b"t").is_none());
+    }
+
+    /// `setup()` plus the values the shared writes find: an integer, a dense HLL, a string with a
+    /// TTL and a sparse HLL.
+    fn setup_writes() -> (Arc<Shared>, ClientState, u64) {
+        let (shared, mut c, now) = setup();
+        for w in [
+            &["SET", "n", "10"][..],
+            &["SET", "big", "9223372036854775807"],
+            &["SET", "ttl", "v", "EX", "1000"],
+            &["PFADD", "dense", "a", "b"],
+            &["PFDEBUG", "TODENSE", "dense"],
+            &["PFADD", "sparse", "a"],
+        ] {
+            run(&shared, &mut c, w, now);
+        }
+        (shared, c, now)
+    }
+
+    /// Runs `words` on the exclusive path alone.
+    fn run_exclusive(shared: &Shared, c: &mut ClientState, words: &[&str], now: u64) -> Reply {
+        let mut e = shared.engine();
+        super::super::dispatch(shared, &mut e, c, &argv(words), now)
+    }
+
+    /// What a key holds, as the exclusive path reports it: its serialized value, its encoding
+    /// and its TTL.
+    fn state(shared: &Shared, c: &mut ClientState, key: &str, now: u64) -> String {
+        let dump = run_exclusive(shared, c, &["DUMP", key], now);
+        let enc = run_exclusive(shared, c, &["OBJECT", "ENCODING", key], now);
+        let ttl = run_exclusive(shared, c, &["PTTL", key], now);
+        format!("{dump:?} {enc:?} {ttl:?}")
+    }
+
+    #[test]
+    fn writes_in_place_stay_shared_and_leave_what_the_exclusive_path_leaves() {
+        let (on_shared, mut c1, now) = setup_writes();
+        let (on_exclusive, mut c2, _) = setup_writes();
+        let cases: &[(&[&str], &str)] = &[
+            (&["SET", "s", "other"], "s"),
+            // A filter overwritten by a string, in place.
+            (&["SET", "bf", "now a string"], "bf"),
+            (&["SET", "n", "11"], "n"),
+            (&["INCR", "n"], "n"),
+            (&["DECR", "n"], "n"),
+            (&["INCRBY", "n", "-40"], "n"),
+            (&["DECRBY", "n", "5"], "n"),
+            (&["PFADD", "dense", "c", "d"], "dense"),
+            (&["PFADD", "dense", "c"], "dense"),
+            (&["INCR", "ttl-kept"], "ttl-kept"),
+        ];
+        run(
+            &on_shared,
+            &mut c1,
+            &["SET", "ttl-kept", "1", "EX", "1000"],
+            now,
+        );
+        run_exclusive(
+            &on_exclusive,
+            &mut c2,
+            &["SET", "ttl-kept", "1", "EX", "1000"],
+            now,
+        );
+        run(&on_shared, &mut c1, &["BF.ADD", "bf2", "x"], now);
+        run_exclusive(&on_exclusive, &mut c2, &["BF.ADD", "bf2", "x"], now);
+        run(&on_shared, &mut c1, &["CF.ADD", "cf2", "x"], now);
+        run_exclusive(&on_exclusive, &mut c2, &["CF.ADD", "cf2", "x"], now);
+        let filter_cases: &[(&[&str], &str)] = &[
+            (&["BF.ADD", "bf2", "y"], "bf2"),
+            (&["BF.ADD", "bf2", "x"], "bf2"),
+            (&["CF.ADD", "cf2", "y"], "cf2"),
+            (&["CF.ADD", "cf2", "x"], "cf2"),
+        ];
+        let dirty = |s: &Shared| s.engine().store.dirty();
+        let before = (dirty(&on_shared), dirty(&on_exclusive));
+        for (words, key) in cases.iter().chain(filter_cases) {
+            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now);
+            assert!(stayed_shared, "{words:?} left the shared path");
+            let want = run_exclusive(&on_exclusive, &mut c2, words, now);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
+            assert_eq!(
+                state(&on_shared, &mut c1, key, now),
+                state(&on_exclusive, &mut c2, key, now),
+                "{words:?}"
+            );
+        }
+        // Every case but the PFADD that changed no register is a write.
+        let n = (cases.len() + filter_cases.len()) as u64 - 1;
+        assert_eq!(dirty(&on_exclusive) - before.1, n);
+        assert_eq!(
+            dirty(&on_shared) - before.0,
+            n,
+            "every write counted in dirty"
+        );
+        assert_eq!(
+            stat(&on_shared, "incr"),
+            (2, 0),
+            "counted on the shared path"
+        );
+        assert_eq!(
+            stat(&on_shared, "bf.add"),
+            (4, 0),
+            "setup's two and the cases' two"
+        );
+    }
+
+    #[test]
+    fn writes_that_cannot_be_made_in_place_run_on_the_exclusive_path() {
+        let cases: &[&[&str]] = &[
+            // New keys.
+            &["SET", "new", "v"],
+            &["INCR", "new"],
+            &["BF.ADD", "new", "x"],
+            &["CF.ADD", "new", "x"],
+            &["PFADD", "new", "x"],
+            // Options, and a TTL that SET clears.
+            &["SET", "s", "v", "EX", "100"],
+            &["SET", "s", "v", "NX"],
+            &["SET", "s", "v", "GET"],
+            &["SET", "ttl", "v"],
+            // Errors, answered and counted by the exclusive path.
+            &["INCR", "s"],
+            &["INCR", "big"],
+            &["INCRBY", "n", "x"],
+            &["DECRBY", "n", "-9223372036854775808"],
+            &["INCR", "bf"],
+            &["BF.ADD", "s", "x"],
+            &["CF.ADD", "bf", "x"],
+            &["PFADD", "s", "x"],
+            // A sparse HLL may grow by a config limit.
+            &["PFADD", "sparse", "b"],
+        ];
+        for words in cases {
+            let (on_shared, mut c1, now) = setup_writes();
+            let (on_exclusive, mut c2, _) = setup_writes();
+            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now);
+            assert!(!stayed_shared, "{words:?} stayed shared");
+            let want = run_exclusive(&on_exclusive, &mut c2, words, now);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
+            let key = words[1];
+            assert_eq!(
+                state(&on_shared, &mut c1, key, now),
+                state(&on_exclusive, &mut c2, key, now),
+                "{words:?}"
+            );
+            let e1 = on_shared.engine();
+            let e2 = on_exclusive.engine();
+            assert_eq!(e1.error_stats, e2.error_stats, "{words:?}");
+            assert_eq!(e1.store.dirty(), e2.store.dirty(), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn engine_state_that_writes_must_see_closes_the_shared_path_to_them() {
+        let (shared, mut c, now) = setup_writes();
+        let write = ["SET", "s", "v2"];
+        assert!(run(&shared, &mut c, &write, now).1);
+        // A WATCHed key anywhere in the database: the write must bump its version.
+        let mut watcher = client(7);
+        run(&shared, &mut watcher, &["WATCH", "n"], now);
+        assert!(!run(&shared, &mut c, &write, now).1);
+        run(&shared, &mut watcher, &["MULTI"], now);
+        run(&shared, &mut watcher, &["GET", "n"], now);
+        run(&shared, &mut c, &["INCR", "n"], now);
+        let (reply, _) = run(&shared, &mut watcher, &["EXEC"], now);
+        assert!(matches!(reply, Reply::NullArray | Reply::Null), "{reply:?}");
+        assert!(run(&shared, &mut c, &write, now).1, "EXEC unwatched");
+        // Keyspace events.
+        shared
+            .engine()
+            .store
+            .set_notify_flags(events::KEYSPACE | events::STRING);
+        assert!(!run(&shared, &mut c, &write, now).1);
+        shared.engine().store.set_notify_flags(0);
+        // maxmemory.
+        shared.maxmemory.store(1 << 40, Ordering::Relaxed);
+        assert!(!run(&shared, &mut c, &write, now).1);
+        shared.maxmemory.store(0, Ordering::Relaxed);
+        // A consumer of the write stream (the AOF, a replica): its order is the exclusive lock's.
+        let sub = shared.engine().subscribe_stream(0, None);
+        assert!(!run(&shared, &mut c, &write, now).1);
+        shared.engine().unsubscribe_stream(sub);
+        assert!(run(&shared, &mut c, &write, now).1);
+        // A snapshot holding the key's segment: a write in place would change what it saves.
+        let snap = shared.engine().store.snapshot();
+        let (_, stayed_shared) = run(&shared, &mut c, &["SET", "s", "after"], now);
+        assert!(!stayed_shared, "a segment a snapshot holds is copied first");
+        let saved: Vec<String> = snap
+            .iter()
+            .flat_map(|(_, d)| d.entries())
+            .filter(|(k, _, _)| *k == b"s")
+            .map(|(_, v, _)| format!("{v:?}"))
+            .collect();
+        assert_eq!(saved.len(), 1);
+        assert!(
+            saved[0].contains("v2") || saved[0].contains("[118, 50]"),
+            "{saved:?}"
+        );
+        drop(snap);
+        assert!(run(&shared, &mut c, &["SET", "s", "again"], now).1);
+    }
+
+    #[test]
+    fn writers_on_many_threads_lose_nothing() {
+        let (shared, _, now) = setup_writes();
+        const PER_THREAD: usize = 20_000;
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let mut c = client(100 + t);
+                    let reqs: Vec<Vec<Bytes>> = (0..PER_THREAD)
+                        .flat_map(|i| {
+                            [
+                                argv(&["INCR", "n"]),
+                                argv(&["BF.ADD", "bf", &format!("{t}:{i}")]),
+                                argv(&["PFADD", "dense", &format!("{t}:{i}")]),
+                                argv(&["GET", "n"]),
+                            ]
+                        })
+                        .collect();
+                    let mut shared_batches = 0;
+                    for batch in reqs.chunks(16) {
+                        let mut lock = EngineLock::for_batch(&shared, &batch[0]);
+                        for a in batch {
+                            let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
+                            assert!(!reply.is_error(), "{reply:?}");
+                        }
+                        shared_batches += matches!(lock, EngineLock::Shared { .. }) as usize;
+                    }
+                    shared_batches
+                })
+            })
+            .collect();
+        let shared_batches: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+        assert!(shared_batches > 0, "the writes ran on the shared path");
+        let mut c = client(1);
+        let got = run_exclusive(&shared, &mut c, &["GET", "n"], now);
+        let want = Reply::Bulk(Bytes::from((10 + 4 * PER_THREAD).to_string()));
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        for t in 0..4 {
+            for i in (0..PER_THREAD).step_by(97) {
+                let got = run_exclusive(
+                    &shared,
+                    &mut c,
+                    &["BF.EXISTS", "bf", &format!("{t}:{i}")],
+                    now,
+                );
+                assert!(matches!(got, Reply::Bool(true)), "{t}:{i} lost");
+            }
+        }
+        let Reply::Int(card) = run_exclusive(&shared, &mut c, &["PFCOUNT", "dense"], now) else {
+            panic!("PFCOUNT answers an integer");
+        };
+        let n = 4 * PER_THREAD as i64;
+        assert!((card - n).abs() < n / 20, "cardinality {card} of {n}");
+        // Every write counted once: three a request (a PFADD that changed no register is not
+        // a write, so at least two).
+        let dirty = shared.engine().store.dirty();
+        assert!(dirty >= 2 * n as u64, "dirty {dirty}");
     }
 }

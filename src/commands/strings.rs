@@ -33,7 +33,7 @@ use crate::store::{Str, Value};
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("get", 2, READONLY | FAST, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key.", get).shared_read(get_shared),
-    cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set),
+    cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set).shared_write(set_shared),
     cmd("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
     cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
     cmd("psetex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
@@ -48,10 +48,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("getrange", 4, READONLY, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key.", getrange),
     cmd("substr", 4, READONLY, 1, 1, 1, "string", "1.0.0", "Returns a substring from a string value.", getrange),
     cmd("setrange", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
-    cmd("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr),
-    cmd("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", decr),
-    cmd("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrby),
-    cmd("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby),
+    cmd("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr).shared_write(incr_shared),
+    cmd("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", decr).shared_write(decr_shared),
+    cmd("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrby).shared_write(incrby_shared),
+    cmd("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby).shared_write(decrby_shared),
     cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrbyfloat),
 ];
 
@@ -282,6 +282,25 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     Ok(reply)
+}
+
+/// SET under the shared lock (`shared_path`): `SET key value` with no option, over a live key
+/// without a TTL, replaced in place as [`Db::insert`] replaces it (value, no encoding override).
+/// A new key, a TTL to clear or any option: the exclusive path.
+fn set_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    if argv.len() != 3 {
+        return super::shared_path::defer(db);
+    }
+    let Some(mut e) = db.write(&argv[1]) else {
+        return Ok(Reply::Null);
+    };
+    if e.ttl.is_some() {
+        return super::shared_path::defer(db);
+    }
+    *e.value = Value::str(&argv[2]);
+    e.clear_encoding();
+    db.wrote();
+    Ok(Reply::ok())
 }
 
 /// `SET key value PXAT ms`, as Redis propagates a SET or SETEX with a relative expiry.
@@ -640,6 +659,49 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
     })?;
     db.notify(events::STRING, "incrby", key);
     Ok(Reply::Int(new))
+}
+
+/// [`incr_by`] under the shared lock: an integer string, in place, keeping its TTL, as
+/// `replace_with` stores it. A new key, another type, a string that is not an integer or an
+/// overflow: the exclusive path (which answers the error and counts it).
+fn incr_by_shared(db: &mut SharedDb, key: &[u8], by: i64) -> CmdResult {
+    let Some(mut e) = db.write(key) else {
+        return Ok(Reply::Null);
+    };
+    let new = match &*e.value {
+        Value::Str(s) => parse_i64(s).and_then(|old| old.checked_add(by)),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    };
+    let Some(new) = new else {
+        return super::shared_path::defer(db);
+    };
+    *e.value = Value::Str(Str::copy_from_slice(Decimal::of_i64(new).as_bytes()));
+    e.clear_encoding();
+    db.wrote();
+    Ok(Reply::Int(new))
+}
+
+fn incr_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    incr_by_shared(db, &argv[1], 1)
+}
+
+fn decr_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    incr_by_shared(db, &argv[1], -1)
+}
+
+fn incrby_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    match parse_i64(&argv[2]) {
+        Some(by) => incr_by_shared(db, &argv[1], by),
+        None => super::shared_path::defer(db),
+    }
+}
+
+fn decrby_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    match parse_i64(&argv[2]) {
+        Some(by) if by != i64::MIN => incr_by_shared(db, &argv[1], -by),
+        _ => super::shared_path::defer(db),
+    }
 }
 
 /// `INCR key` → the new value.

@@ -405,6 +405,9 @@ pub struct Shared {
     pub maxmemory: AtomicU64,
     /// Mirrors of the replication settings the dispatcher checks per write.
     pub repl_knobs: ReplKnobs,
+    /// `cf-max-expansions`, for CF.ADD on the shared path, which takes no config lock
+    /// (`commands::shared_path`).
+    pub cf_max_expansions: AtomicU64,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
     pub aof: Mutex<Option<AofSink>>,
@@ -428,6 +431,7 @@ impl Shared {
         let mut engine = Engine::new(config.databases, commands);
         engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
+        let cf_max_expansions = config.cf_max_expansions;
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -447,6 +451,7 @@ impl Shared {
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
+            cf_max_expansions: AtomicU64::new(u64::from(cf_max_expansions)),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),
@@ -473,6 +478,8 @@ impl Shared {
     /// Installs a new configuration; connections pick it up at their next read.
     pub fn replace_config(&self, config: Config) {
         self.repl_knobs.update(&config);
+        self.cf_max_expansions
+            .store(u64::from(config.cf_max_expansions), Ordering::Relaxed);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         // After the write, so a connection that sees the new generation reads the new values.
         self.config_gen.fetch_add(1, Ordering::Release);

@@ -44,8 +44,11 @@
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::entry::Entry;
 use super::keytable::{KeyTable, TableSnapshot};
@@ -82,21 +85,170 @@ impl ReadView for Db {
     }
 }
 
-/// A database under the shared keyspace lock, where nothing may change. Reclaiming a key that is
-/// due is a write (Redis propagates it as `DEL`), so `read` answers as if such a key were gone and
-/// defers the command ([`SharedDb::defer`]): the caller then drops the reply and runs the command
-/// again on the exclusive path, which reclaims the key as Redis would. Everything else reads
-/// exactly as [`Db::lookup`] does.
+/// How many stripe locks guard the values under the shared keyspace lock ([`Stripes`]): a power
+/// of two, enough that two cores writing random keys rarely meet (1 in 256 per pair of
+/// commands), few enough to stay in 16 KiB.
+pub const STRIPES: usize = 256;
+
+/// The stripe of the key whose table hash is `h`: bits the key table uses for neither its
+/// segment index nor hashbrown's tag, though any fixed choice would be correct.
+#[inline]
+pub fn stripe_of(h: u64) -> usize {
+    (h >> 48) as usize & (STRIPES - 1)
+}
+
+/// One stripe on a cache line of its own, so that two cores locking neighbouring stripes do not
+/// share a line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Stripe(RwLock<()>);
+
+/// The locks that let commands write values in place under the *shared* keyspace lock
+/// (`commands::shared_path`, issue 15 target 4). The keyspace `RwLock` still guards the
+/// structure: under it shared, no key is added or removed, no TTL changes and no segment is
+/// copied, so every `&Entry` stays valid. What may change is a value (and its encoding code),
+/// and only while its key's stripe is held for writing; every read of a value under the shared
+/// lock holds the stripe for reading. The exclusive path takes no stripe: holding the keyspace
+/// lock exclusively, it excludes everyone who could.
+///
+/// A lock holds no data: which values a stripe guards is a function of the key's hash
+/// ([`stripe_of`]), which [`SharedDb`] checks before handing out any value.
+pub struct Stripes(Box<[Stripe]>);
+
+impl Default for Stripes {
+    fn default() -> Stripes {
+        Stripes((0..STRIPES).map(|_| Stripe::default()).collect())
+    }
+}
+
+impl std::fmt::Debug for Stripes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stripes({})", self.0.len())
+    }
+}
+
+impl Stripes {
+    /// Stripe `i` held for reading, as `commands::prefetch_keys` does to look at a filter's
+    /// pages under the shared lock.
+    pub fn read(&self, i: usize) -> RwLockReadGuard<'_, ()> {
+        // No data behind the lock, so a poisoned one guards nothing broken.
+        self.0[i].0.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, i: usize) -> RwLockWriteGuard<'_, ()> {
+        self.0[i].0.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A stripe a [`SharedDb`] holds.
+enum StripeGuard<'a> {
+    Read(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Write(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+}
+
+/// A database under the shared keyspace lock, for one command: its keys' stripes held
+/// ([`SharedDb::hold`]), for reading or for writing.
+///
+/// Reads: reclaiming a key that is due is a write (Redis propagates it as `DEL`), so `read`
+/// answers as if such a key were gone and defers the command ([`SharedDb::defer`]): the caller
+/// then drops the reply and runs the command again on the exclusive path, which reclaims the key
+/// as Redis would. Everything else reads exactly as [`Db::lookup`] does.
+///
+/// Writes ([`SharedDb::write`]): an existing, live key whose block no snapshot can reach, in place;
+/// anything else (a new key, a due one, one a snapshot shares) defers.
 pub struct SharedDb<'a> {
     db: &'a Db,
+    stripes: &'a Stripes,
     now_ms: u64,
     deferred: bool,
     /// The addresses of the arguments whose filter probes the batch prefetched
     /// ([`ReadView::batch_prefetched`]).
     prefetched: &'a [usize],
+    /// The stripes held, ascending, each once.
+    held: SmallVec<[(usize, StripeGuard<'a>); 2]>,
+    /// Writes made, for `dirty` ([`SharedDb::wrote`]).
+    writes: u64,
+    /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
+    pub cf_max_expansions: u64,
+    /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
+    /// which no slice has.
+    first_key: (usize, usize, u64),
 }
 
-impl SharedDb<'_> {
+/// A value being written in place under the shared lock ([`SharedDb::write`]).
+pub struct SharedEntry<'s> {
+    pub value: &'s mut Value,
+    enc: &'s mut u8,
+    /// The key's TTL (unix ms), if it has one.
+    pub ttl: Option<u64>,
+}
+
+impl SharedEntry<'_> {
+    /// Drops the `OBJECT ENCODING` override, as replacing a value does ([`Db::insert`]).
+    pub fn clear_encoding(&mut self) {
+        *self.enc = ENC_NONE;
+    }
+
+    /// Marks a string `raw`, as Redis's unsharing before a write in place does
+    /// ([`Db::lookup_unshared`]).
+    pub fn mark_raw(&mut self) {
+        *self.enc = enc_code(Some("raw"));
+    }
+}
+
+impl<'a> SharedDb<'a> {
+    /// Takes the stripes of `keys` (for writing if `write`), in ascending order so that two
+    /// commands holding several never wait for each other in a cycle.
+    pub fn hold<'k>(&mut self, mut keys: impl Iterator<Item = &'k [u8]>, write: bool) {
+        let Some(first) = keys.next() else {
+            return;
+        };
+        let h = self.db.hash(first);
+        self.first_key = (first.as_ptr() as usize, first.len(), h);
+        let Some(second) = keys.next() else {
+            // The common case, one key: no list to sort.
+            self.lock(stripe_of(h), write);
+            return;
+        };
+        let mut want: SmallVec<[usize; 8]> = [stripe_of(h), stripe_of(self.db.hash(second))]
+            .into_iter()
+            .chain(keys.map(|k| stripe_of(self.db.hash(k))))
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        for i in want {
+            self.lock(i, write);
+        }
+    }
+
+    fn lock(&mut self, i: usize, write: bool) {
+        let guard = if write {
+            StripeGuard::Write(self.stripes.write(i))
+        } else {
+            StripeGuard::Read(self.stripes.read(i))
+        };
+        self.held.push((i, guard));
+    }
+
+    /// The table hash of `key`: the one [`SharedDb::hold`] computed when `key` is the very
+    /// argument it hashed first (same address and length: the arguments do not change while the
+    /// command runs), else computed.
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        let (at, len, h) = self.first_key;
+        if key.as_ptr() as usize == at && key.len() == len {
+            h
+        } else {
+            self.db.hash(key)
+        }
+    }
+
+    fn holds(&self, stripe: usize, for_write: bool) -> bool {
+        self.held
+            .iter()
+            .any(|(i, g)| *i == stripe && (!for_write || matches!(g, StripeGuard::Write(_))))
+    }
+
     /// Marks the command as one that must run on the exclusive path after all (it met a due key,
     /// or would have to write, e.g. PFCOUNT's stale cache): its reply is dropped.
     pub fn defer(&mut self) {
@@ -106,12 +258,59 @@ impl SharedDb<'_> {
     pub fn deferred(&self) -> bool {
         self.deferred
     }
+
+    /// Counts a write for `dirty` (the exclusive path counts it in [`Db::lookup_mut_typed`] or
+    /// [`Db::signal_modified`]); the caller adds [`SharedDb::writes`] to the database once the
+    /// command was not deferred.
+    pub fn wrote(&mut self) {
+        self.writes += 1;
+    }
+
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// `key`'s value for a write in place, or `None` with the command deferred: the key is
+    /// missing (creating one changes the table), due (reclaiming it is a write of its own), in
+    /// a block a snapshot can reach (unsharing changes the table), or its stripe is not held for
+    /// writing. The handler must decide everything that could defer or fail before it changes
+    /// the value: a deferred command runs again, from the start, on the exclusive path.
+    pub fn write(&mut self, key: &[u8]) -> Option<SharedEntry<'_>> {
+        let h = self.hash(key);
+        let ttl = if self.db.table.expires_len() != 0 {
+            self.db.table.expiry(h, key)
+        } else {
+            None
+        };
+        let entry = if ttl.is_some_and(|t| t <= self.now_ms) || !self.holds(stripe_of(h), true) {
+            None
+        } else {
+            self.db.table.find_unshared(h, key)
+        };
+        let Some(entry) = entry else {
+            self.deferred = true;
+            return None;
+        };
+        let (value, enc) = entry.shared_write_parts();
+        // SAFETY: the block is live and stays so: the keyspace lock is held shared for `'a`, so
+        // no entry is removed or replaced, and `find_unshared` saw no snapshot holding it, which
+        // none can start to while that lock is held. Its value and code are reached under the
+        // shared lock only through a `SharedDb` holding the key's stripe, checked here to be
+        // held for writing by this one, for as long as the returned borrow of `self` lives
+        // (the guard sits in `self.held`): so no other reference to them exists meanwhile. The
+        // exclusive path, the only other way to them, cannot run while the shared lock is held.
+        // The value (offset 0) and the code (ENC_OFF, after it) do not overlap.
+        let (value, enc) = unsafe { (&mut *value, &mut *enc) };
+        Some(SharedEntry { value, enc, ttl })
+    }
 }
 
 impl ReadView for SharedDb<'_> {
     fn read(&mut self, key: &[u8]) -> Option<&Value> {
-        let h = self.db.hash(key);
-        if self.db.table.expires_len() != 0 && self.db.due_at(h, key, self.now_ms) {
+        let h = self.hash(key);
+        if !self.holds(stripe_of(h), false)
+            || (self.db.table.expires_len() != 0 && self.db.due_at(h, key, self.now_ms))
+        {
             self.deferred = true;
             return None;
         }
@@ -191,6 +390,9 @@ pub struct Db {
     pub lazy_expired: u64,
     /// Modifications by commands, never reset (see the module essay).
     pub changes: u64,
+    /// Modifications by commands on the shared path, not yet in `dirty` and `changes`
+    /// ([`Store::db`] folds them in): added once per batch, on a line of its own.
+    pub shared_dirty: SharedCount,
     /// Record keys deleted by expiry in `expired_log` (on while the write stream has consumers).
     pub log_expired: bool,
     /// Keys deleted by lazy or active expiry, oldest first, until the dispatcher drains them.
@@ -202,6 +404,11 @@ pub struct Db {
     /// store only records them; the engine publishes them.
     pub events: Vec<(u32, &'static str, Bytes)>,
 }
+
+/// A counter that shared-path writers add to from any core, alone on its cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct SharedCount(pub AtomicU64);
 
 /// A database as it was at one instant, for a writer on another thread (BGSAVE, the AOF
 /// rewrite's base, a full sync): the key table's segments, shared copy-on-write, and the clock
@@ -290,14 +497,46 @@ impl Db {
         self.table.prefetch(&hashes[..n]);
     }
 
-    /// This database for a read under the shared lock, at the command time `now_ms`, with the
-    /// addresses of the arguments whose filter probes the batch prefetched.
-    pub fn shared_view<'a>(&'a self, now_ms: u64, prefetched: &'a [usize]) -> SharedDb<'a> {
+    /// This database for one command under the shared lock, at the command time `now_ms`, with
+    /// the addresses of the arguments whose filter probes the batch prefetched; it holds no
+    /// stripe until [`SharedDb::hold`].
+    pub fn shared_view<'a>(
+        &'a self,
+        stripes: &'a Stripes,
+        now_ms: u64,
+        prefetched: &'a [usize],
+    ) -> SharedDb<'a> {
         SharedDb {
             db: self,
+            stripes,
             now_ms,
             deferred: false,
             prefetched,
+            held: SmallVec::new(),
+            writes: 0,
+            cf_max_expansions: u64::MAX,
+            first_key: (0, 0, 0),
+        }
+    }
+
+    /// The stripe of `key` ([`stripe_of`]).
+    pub fn stripe(&self, key: &[u8]) -> usize {
+        stripe_of(self.hash(key))
+    }
+
+    /// True if some client watches a key here (a write must then bump its version, which only
+    /// the exclusive path does).
+    pub fn has_watches(&self) -> bool {
+        !self.watched.is_empty()
+    }
+
+    /// Moves the shared path's writes into `dirty` and `changes`.
+    fn fold_shared_dirty(&mut self) {
+        let n = self.shared_dirty.0.get_mut();
+        if *n != 0 {
+            self.dirty += *n;
+            self.changes += *n;
+            *n = 0;
         }
     }
 
@@ -971,6 +1210,9 @@ impl Db {
 #[derive(Debug)]
 pub struct Store {
     pub dbs: Vec<Db>,
+    /// The value locks of the shared path, for every database (a key's stripe depends on its
+    /// hash alone; two databases sharing one only makes a rare wait).
+    pub stripes: Stripes,
     /// `notify-keyspace-events` in force (also copied into each database).
     pub notify_flags: u32,
 }
@@ -979,6 +1221,7 @@ impl Store {
     pub fn new(databases: usize) -> Store {
         Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+            stripes: Stripes::default(),
             notify_flags: 0,
         }
     }
@@ -987,6 +1230,7 @@ impl Store {
     pub fn db(&mut self, index: usize, now_ms: u64) -> &mut Db {
         let db = &mut self.dbs[index];
         db.now_ms = now_ms;
+        db.fold_shared_dirty();
         db
     }
 
@@ -1009,12 +1253,18 @@ impl Store {
     }
 
     pub fn dirty(&self) -> u64 {
-        self.dbs.iter().map(|d| d.dirty).sum()
+        self.dbs
+            .iter()
+            .map(|d| d.dirty + d.shared_dirty.0.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// The sum of every database's `changes`: a command wrote iff this moved across it.
     pub fn changes(&self) -> u64 {
-        self.dbs.iter().map(|d| d.changes).sum()
+        self.dbs
+            .iter()
+            .map(|d| d.changes + d.shared_dirty.0.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Turns the recording of expired keys on or off in every database (off drops the log).
@@ -1031,6 +1281,7 @@ impl Store {
         // Changes made while a background save ran stay counted.
         let mut left = by;
         for d in &mut self.dbs {
+            d.fold_shared_dirty();
             let take = d.dirty.min(left);
             d.dirty -= take;
             left -= take;

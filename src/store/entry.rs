@@ -160,7 +160,7 @@ impl Entry {
 
     /// True when no snapshot shares the block.
     #[inline]
-    fn is_unique(&self) -> bool {
+    pub(super) fn is_unique(&self) -> bool {
         // Acquire: pairs with the Release decrement of the last other holder, so its reads of
         // the block happen before any write made after this returns true.
         self.holders().load(Ordering::Acquire) == 1
@@ -204,6 +204,17 @@ impl Entry {
         // SAFETY: as in `value`; `&mut self` and a block no one else holds make the access
         // unique.
         unsafe { &mut *self.0.as_ptr().cast::<Value>() }
+    }
+
+    /// Raw pointers to the value and to the encoding code, for a write through `&` under the
+    /// shared keyspace lock (`store::db::SharedDb::write`). Making them is safe; writing
+    /// through them is the caller's to prove: it must hold the key's stripe lock for writing
+    /// (so nothing else reads or writes this value or code meanwhile) and have seen the block
+    /// unique ([`Entry::is_unique`]: no snapshot can read it).
+    pub(super) fn shared_write_parts(&self) -> (*mut Value, *mut u8) {
+        let base = self.0.as_ptr();
+        // `wrapping_add`: pointer arithmetic inside the block, no access.
+        (base.cast::<Value>(), base.wrapping_add(ENC_OFF))
     }
 
     /// The key and its value, for walks that need both (copied first if shared).

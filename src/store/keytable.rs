@@ -287,6 +287,26 @@ impl KeyTable {
         self.segs[self.seg_of(h)].map.find(h, |e| e.key() == key)
     }
 
+    /// The entry of `key` if no snapshot can reach it: its segment is not shared (no snapshot
+    /// holds that segment) and neither is its block (no older copy of the segment points at it).
+    /// For a write in place under the shared keyspace lock, which cannot unshare either
+    /// (`store::db::SharedDb::write`). Snapshots are taken only under the exclusive lock, so
+    /// neither count can go up while the caller holds the shared one; they only go down, as a
+    /// save's writer lets go.
+    #[inline]
+    pub fn find_unshared(&self, h: u64, key: &[u8]) -> Option<&Entry> {
+        let seg = &self.segs[self.seg_of(h)];
+        if Arc::strong_count(seg) != 1 {
+            return None;
+        }
+        // `strong_count` loads Relaxed; this pairs with the Release decrement of the snapshot's
+        // last clone, so that writer's reads of the segment's entries happen before our writes.
+        fence(Ordering::Acquire);
+        seg.map
+            .find(h, |e| e.key() == key)
+            .filter(|e| e.is_unique())
+    }
+
     /// Starts the cache misses of a batch of lookups, all at once (issue 15). A lookup in a
     /// table bigger than the caches waits on three dependent misses: the segment's header, then
     /// hashbrown's control group and slot, then the entry block. One command alone cannot
