@@ -206,7 +206,7 @@ fn main() {
                         for chunk in reqs.chunks(batch) {
                             let t0 = Instant::now();
                             let mut engine = if shared_path {
-                                EngineLock::for_batch(&shared, &chunk[0])
+                                EngineLock::for_batch(&shared, &chunk[0], &mut c)
                             } else {
                                 EngineLock::exclusive_from_start(&shared)
                             };

@@ -383,6 +383,11 @@ pub struct ClientState {
     /// The BF.EXISTS items of the current stretch of a batch whose probes [`prefetch_keys`]
     /// prefetched, so the command does not prefetch them again.
     pub prefetched: PrefetchedItems,
+    /// Batches starting with a write that still go straight to the exclusive lock, because a
+    /// recent shared-path write of this client deferred (`shared_path`: a new key, the AOF on,
+    /// ...); a deferral costs a lock round trip, so a client whose writes keep deferring tries
+    /// the shared path once every [`shared_path::WRITE_BACKOFF`] + 1 batches.
+    pub shared_write_backoff: u8,
 }
 
 /// Argument addresses (at most [`PREFETCH_BATCH`]): a hint from [`prefetch_keys`] to the
@@ -431,6 +436,7 @@ impl ClientState {
             after_reply: bytes::BytesMut::new(),
             cmd_clock: None,
             prefetched: PrefetchedItems::default(),
+            shared_write_backoff: 0,
         }
     }
 

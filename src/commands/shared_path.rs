@@ -126,9 +126,14 @@ pub struct StatRun {
 }
 
 impl<'a> EngineLock<'a> {
-    /// The lock for a batch whose first request is `first`: shared if that command has a shared
-    /// handler, exclusive otherwise (a batch of writes never takes the shared lock first).
-    pub fn for_batch(shared: &'a Shared, first: &[Bytes]) -> EngineLock<'a> {
+    /// The lock for `client`'s batch whose first request is `first`: shared if that command has
+    /// a shared handler (a write: unless the client's recent shared writes deferred, see
+    /// [`WRITE_BACKOFF`]), exclusive otherwise.
+    pub fn for_batch(
+        shared: &'a Shared,
+        first: &[Bytes],
+        client: &mut ClientState,
+    ) -> EngineLock<'a> {
         let Some(name) = first.first() else {
             return EngineLock::Exclusive(shared.engine(), None);
         };
@@ -137,7 +142,15 @@ impl<'a> EngineLock<'a> {
             name: name.as_ptr(),
             found,
         });
-        if found.is_some_and(|(_, spec)| spec.shared.is_some()) {
+        let try_shared = found.is_some_and(|(_, spec)| {
+            spec.shared.is_some()
+                && (!spec.has(super::flags::WRITE) || {
+                    let skip = client.shared_write_backoff > 0;
+                    client.shared_write_backoff = client.shared_write_backoff.saturating_sub(1);
+                    !skip
+                })
+        });
+        if try_shared {
             EngineLock::Shared {
                 guard: shared.engine_shared(),
                 run: None,
@@ -208,7 +221,11 @@ impl<'a> EngineLock<'a> {
         {
             match try_shared(shared, guard, run, writes, client, argv, now_ms, found) {
                 Attempt::Answered(reply) => return Some(reply),
-                Attempt::Rerun => {}
+                Attempt::Rerun => {
+                    if found.is_some_and(|(_, spec)| spec.has(super::flags::WRITE)) {
+                        client.shared_write_backoff = WRITE_BACKOFF;
+                    }
+                }
                 Attempt::Failed(index, reply) => {
                     // The exclusive path's bookkeeping of a failed command, without running it
                     // again: a write that panicked partway may have changed its value.
@@ -258,6 +275,14 @@ fn add_writes(engine: &Engine, writes: &mut (usize, u64)) {
         writes.1 = 0;
     }
 }
+
+/// After a shared-path write deferred, how many of the client's batches that start with a write
+/// take the exclusive lock directly. A deferral costs a round trip through the shared lock (take,
+/// try, release, then the exclusive one): for a client whose writes create keys (SET or INCR of
+/// fresh keys, redis-benchmark's `-r`) or meet the AOF, paying that once every 17 batches
+/// instead of every batch keeps the exclusive path's cost within a few instructions per request,
+/// and a client writing existing keys loses at most 16 batches of sharing after a rare miss.
+pub const WRITE_BACKOFF: u8 = 16;
 
 /// What a shared handler answers when it defers: the reply is dropped
 /// ([`SharedDb::defer`](crate::store::db::SharedDb::defer)) and the command runs again on the
@@ -341,7 +366,16 @@ fn try_shared(
     // As `execute`: a batch's command starts when the previous one ended.
     let started = client.cmd_clock.unwrap_or_else(mono_ns);
     let mut view = db.shared_view(&engine.store.stripes, now_ms, client.prefetched.addresses());
-    view.hold(spec.key_iter(argv).map(|k| &k[..]), write);
+    match (spec.first_key, spec.last_key) {
+        // PING, ECHO: no key, no stripe.
+        (first, _) if first <= 0 => {}
+        (first, last) if first == last => {
+            if let Some(key) = argv.get(first as usize) {
+                view.hold_key(key, write);
+            }
+        }
+        _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
+    }
     view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
@@ -420,9 +454,11 @@ mod tests {
     }
 
     /// Runs `words` as a batch of one; returns the reply and whether the lock stayed shared.
+    /// Each case is judged on its own: an earlier deferral's backoff is forgotten first.
     fn run(shared: &Shared, c: &mut ClientState, words: &[&str], now: u64) -> (Reply, bool) {
+        c.shared_write_backoff = 0;
         let a = argv(words);
-        let mut lock = EngineLock::for_batch(shared, &a);
+        let mut lock = EngineLock::for_batch(shared, &a, c);
         let reply = lock.dispatch(shared, c, &a, now).expect("not shut down");
         (reply, matches!(lock, EngineLock::Shared { .. }))
     }
@@ -558,7 +594,7 @@ mod tests {
             argv(&["SET", "t", "1"]),
             argv(&["GET", "t"]),
         ];
-        let mut lock = EngineLock::for_batch(&shared, &batch[0]);
+        let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
         let replies: Vec<Reply> = batch
             .iter()
             .map(|a| lock.dispatch(&shared, &mut c, a, now).expect("running"))
@@ -575,7 +611,7 @@ mod tests {
     fn a_shutdown_between_the_locks_runs_nothing_more() {
         let (shared, mut c, now) = setup();
         let a = argv(&["GET", "s"]);
-        let mut lock = EngineLock::for_batch(&shared, &a);
+        let mut lock = EngineLock::for_batch(&shared, &a, &mut c);
         assert!(lock.dispatch(&shared, &mut c, &a, now).is_some());
         // The shutdown sequence runs while this batch holds no lock (simulated: the mark is set
         // through the shared lock's upgrade path, as `shut_down` is set under the write lock).
@@ -808,7 +844,7 @@ mod tests {
                         .collect();
                     let mut shared_batches = 0;
                     for batch in reqs.chunks(16) {
-                        let mut lock = EngineLock::for_batch(&shared, &batch[0]);
+                        let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
                         for a in batch {
                             let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
                             assert!(!reply.is_error(), "{reply:?}");
@@ -845,5 +881,34 @@ mod tests {
         // a write, so at least two).
         let dirty = shared.engine().store.dirty();
         assert!(dirty >= 2 * n as u64, "dirty {dirty}");
+    }
+
+    #[test]
+    fn a_client_whose_writes_defer_backs_off_the_shared_path_for_a_while() {
+        let (shared, mut c, now) = setup_writes();
+        // The setup's new keys deferred.
+        assert_eq!(c.shared_write_backoff, WRITE_BACKOFF);
+        c.shared_write_backoff = 0;
+        let batch = |c: &mut ClientState, words: &[&str]| {
+            let a = argv(words);
+            let mut lock = EngineLock::for_batch(&shared, &a, c);
+            let reply = lock.dispatch(&shared, c, &a, now).expect("running");
+            (reply, matches!(lock, EngineLock::Shared { .. }))
+        };
+        assert!(batch(&mut c, &["SET", "s", "a"]).1);
+        // A new key defers: the next WRITE_BACKOFF write batches go straight to the exclusive
+        // lock, reads do not.
+        assert!(!batch(&mut c, &["SET", "fresh", "a"]).1);
+        for _ in 0..WRITE_BACKOFF {
+            assert!(batch(&mut c, &["GET", "s"]).1, "reads are not held back");
+            let (reply, stayed_shared) = batch(&mut c, &["SET", "s", "b"]);
+            assert!(!stayed_shared);
+            assert!(matches!(reply, Reply::Status("OK")));
+        }
+        assert!(batch(&mut c, &["SET", "s", "c"]).1, "tried again");
+        // Another client is not held back by this one's deferrals.
+        let mut other = client(9);
+        assert!(!batch(&mut c, &["INCR", "fresh-counter"]).1);
+        assert!(batch(&mut other, &["SET", "s", "d"]).1);
     }
 }

@@ -241,7 +241,7 @@ pub async fn serve(
                 let (aof_upto, done, shut_down_now) = {
                     // Shared for a batch of reads that can run side by side with other
                     // connections' (commands::shared_path), exclusive otherwise.
-                    let mut engine = EngineLock::for_batch(&shared, requests.get(0));
+                    let mut engine = EngineLock::for_batch(&shared, requests.get(0), &mut client);
                     if engine.engine().shut_down {
                         // The final snapshot is taken: run nothing more, answer nothing more.
                         drop(engine);

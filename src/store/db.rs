@@ -164,8 +164,11 @@ pub struct SharedDb<'a> {
     /// The addresses of the arguments whose filter probes the batch prefetched
     /// ([`ReadView::batch_prefetched`]).
     prefetched: &'a [usize],
-    /// The stripes held, ascending, each once.
-    held: SmallVec<[(usize, StripeGuard<'a>); 2]>,
+    /// The stripe held by a command of one key (most), or the first of several.
+    held: Option<(usize, StripeGuard<'a>)>,
+    /// The others of several, ascending, each once (allocated only for a command of several
+    /// keys in several stripes).
+    held_more: Vec<(usize, StripeGuard<'a>)>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
@@ -197,6 +200,14 @@ impl SharedEntry<'_> {
 }
 
 impl<'a> SharedDb<'a> {
+    /// Takes the stripe of `key`, the command's only key (for writing if `write`).
+    #[inline]
+    pub fn hold_key(&mut self, key: &[u8], write: bool) {
+        let h = self.db.hash(key);
+        self.first_key = (key.as_ptr() as usize, key.len(), h);
+        self.lock(stripe_of(h), write);
+    }
+
     /// Takes the stripes of `keys` (for writing if `write`), in ascending order so that two
     /// commands holding several never wait for each other in a cycle.
     pub fn hold<'k>(&mut self, mut keys: impl Iterator<Item = &'k [u8]>, write: bool) {
@@ -227,7 +238,11 @@ impl<'a> SharedDb<'a> {
         } else {
             StripeGuard::Read(self.stripes.read(i))
         };
-        self.held.push((i, guard));
+        if self.held.is_none() {
+            self.held = Some((i, guard));
+        } else {
+            self.held_more.push((i, guard));
+        }
     }
 
     /// The table hash of `key`: the one [`SharedDb::hold`] computed when `key` is the very
@@ -246,6 +261,7 @@ impl<'a> SharedDb<'a> {
     fn holds(&self, stripe: usize, for_write: bool) -> bool {
         self.held
             .iter()
+            .chain(&self.held_more)
             .any(|(i, g)| *i == stripe && (!for_write || matches!(g, StripeGuard::Write(_))))
     }
 
@@ -512,7 +528,8 @@ impl Db {
             now_ms,
             deferred: false,
             prefetched,
-            held: SmallVec::new(),
+            held: None,
+            held_more: Vec::new(),
             writes: 0,
             cf_max_expansions: u64::MAX,
             first_key: (0, 0, 0),
