@@ -285,6 +285,7 @@ pub async fn serve(
                         };
                         drain_pushes(&handle, &mut outbuf);
                         outbuf.push_reply(&reply, client.proto);
+                        reply.discard();
                         done += 1;
                         if !client.after_reply.is_empty() {
                             outbuf.tail_mut().extend_from_slice(&client.after_reply);
