@@ -96,6 +96,24 @@ impl Reply {
         }
     }
 
+    /// Drops a reply that has been encoded. The variants most commands answer with own nothing,
+    /// and for them this skips the out-of-line `drop_in_place::<Reply>` (a recursive function:
+    /// seven register saves and restores around a jump table, ~27 instructions per reply at
+    /// `-P 1`, callgrind, issue 15).
+    #[inline(always)]
+    pub fn discard(self) {
+        match self {
+            Reply::Status(_)
+            | Reply::Int(_)
+            | Reply::Null
+            | Reply::NullArray
+            | Reply::Bool(_)
+            | Reply::Bools { .. }
+            | Reply::Double(_) => std::mem::forget(self),
+            owning => drop(owning),
+        }
+    }
+
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }

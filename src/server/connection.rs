@@ -50,14 +50,14 @@
 //! What the connection holds is published on its [`ClientHandle`] (`mem`) for CLIENT LIST's
 //! `qbuf`, `qbuf-free`, `argv-mem`, `omem` and `tot-mem`, and for the limits.
 
-use std::pin::Pin;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::commands::shared_path::EngineLock;
@@ -285,6 +285,7 @@ pub async fn serve(
                         };
                         drain_pushes(&handle, &mut outbuf);
                         outbuf.push_reply(&reply, client.proto);
+                        reply.discard();
                         done += 1;
                         if !client.after_reply.is_empty() {
                             outbuf.tail_mut().extend_from_slice(&client.after_reply);
@@ -399,7 +400,7 @@ pub async fn serve(
             if !limited {
                 // Most writes go out whole at once: then no select (and no timer, no second
                 // future on the socket) is needed. What is left takes the loop below.
-                match stream.try_write(outbuf.front()) {
+                match send_now(&stream, outbuf.front()) {
                     Ok(0) => break 'conn,
                     Ok(n) => {
                         sent(&mut outbuf, n, &shared, &handle);
@@ -590,27 +591,101 @@ fn stopping(handle: &ClientHandle, shutdown: &tokio::sync::watch::Receiver<bool>
 
 /// Reads what the socket has into `inbuf`'s spare capacity (the caller keeps some): `Ok(0)` when
 /// the peer closed its side. `AsyncReadExt::read_buf` without its future.
+///
+/// tokio's `poll_read` with the system call made directly, for the reason [`send_now`] gives
+/// (std's `read` is glibc's `recv`, a cancellation point). The readiness bookkeeping stays
+/// tokio's: `poll_read_ready` (the task's budget, the waker), then `try_io`, which clears the
+/// readiness it saw when the read would block. A short read clears it too, as tokio's own
+/// `poll_read` does on epoll (the socket is drained: edge-triggered, the next bytes bring a
+/// new event), so the next round waits instead of trying a `recv` that would only say EAGAIN;
+/// `try_io` clears on a `WouldBlock` from its closure, so a short read is reported to it as one
+/// and its byte count kept aside. Either way it clears only the readiness it saw before the
+/// `recv` (tokio's tick check), so an event that another worker's driver records meanwhile is
+/// kept, as in tokio's `poll_read`.
 fn poll_read_into(
     stream: &mut TcpStream,
     inbuf: &mut BytesMut,
     cx: &mut Context<'_>,
 ) -> Poll<std::io::Result<usize>> {
-    let spare = inbuf.spare_capacity_mut();
-    let start = spare.as_ptr();
-    let mut buf = ReadBuf::uninit(spare);
-    match Pin::new(stream).poll_read(cx, &mut buf) {
-        Poll::Ready(Ok(())) => {}
-        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-        Poll::Pending => return Poll::Pending,
+    loop {
+        if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        let spare = inbuf.spare_capacity_mut();
+        let (at, room) = (spare.as_mut_ptr(), spare.len());
+        let mut short = None;
+        let read = stream.try_io(Interest::READABLE, || {
+            // SAFETY: `recvfrom` writes at most `room` bytes starting at `at`, which is `inbuf`'s
+            // spare capacity: allocated and writable, and not otherwise borrowed meanwhile. It
+            // writes no other memory of ours (no address is asked for). The descriptor is
+            // `stream`'s socket, open while `stream` is borrowed. Every argument is passed as a
+            // full register, as `syscall` reads `long`s.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_recvfrom,
+                    libc::c_long::from(stream.as_raw_fd()),
+                    at,
+                    room,
+                    0 as libc::c_long,
+                    std::ptr::null_mut::<libc::sockaddr>(),
+                    std::ptr::null_mut::<libc::socklen_t>(),
+                )
+            };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let n = n as usize;
+            if 0 < n && n < room {
+                short = Some(n);
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        let n = match (read, short) {
+            (_, Some(n)) => n,
+            (Ok(n), None) => n,
+            (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            (Err(e), None) => return Poll::Ready(Err(e)),
+        };
+        // SAFETY: the kernel wrote the first `n` (≤ `room`) bytes of `inbuf`'s spare capacity,
+        // so extending `inbuf`'s length by `n` exposes only initialised bytes within its capacity.
+        unsafe { inbuf.set_len(inbuf.len() + n) };
+        return Poll::Ready(Ok(n));
     }
-    // The buffer we lent is the one filled (tokio's `read_buf` checks the same).
-    assert_eq!(start.cast::<u8>(), buf.filled().as_ptr());
-    let n = buf.filled().len();
-    // SAFETY: `ReadBuf` guarantees its first `filled().len()` bytes are initialised, and they
-    // are the first `n` bytes of `inbuf`'s spare capacity (the assertion above), so extending
-    // `inbuf`'s length by `n` exposes only initialised bytes within its capacity.
-    unsafe { inbuf.set_len(inbuf.len() + n) };
-    Poll::Ready(Ok(n))
+}
+
+/// A `send` on the socket as it is, for the write that nearly always goes out whole at once.
+///
+/// Not `TcpStream::try_write`: that goes through tokio's generic readiness check and std's
+/// `write`, whose glibc `send` is a cancellation point; in a process with threads every such
+/// call enables and disables asynchronous cancellation around the system call (no thread of
+/// this server is ever cancelled). Together ~65 userspace instructions of a `-P 1` request
+/// (callgrind, issue 15). tokio's readiness flag is only a cache of what the socket said last:
+/// a non-blocking `send` is always safe to try, and when it would block (`WouldBlock`) the
+/// caller's `write` future asks the socket again, sees the same, clears the flag and waits, as
+/// after a `try_write` that would block.
+fn send_now(stream: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: `sendto` reads at most `buf.len()` bytes from `buf.as_ptr()`, which `buf` keeps
+    // valid for the call, and writes no memory of ours (no address is passed). The descriptor
+    // is `stream`'s socket, open while `stream` is borrowed. Every argument is passed as a full
+    // register, as `syscall` reads `long`s. MSG_NOSIGNAL as std's `write`: a closed peer is an
+    // EPIPE error, not a SIGPIPE. MSG_DONTWAIT is implied by the socket being non-blocking.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            libc::c_long::from(stream.as_raw_fd()),
+            buf.as_ptr(),
+            buf.len(),
+            libc::c_long::from(libc::MSG_NOSIGNAL),
+            std::ptr::null::<libc::sockaddr>(),
+            0 as libc::c_long,
+        )
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Writes everything pending, segment by segment.
