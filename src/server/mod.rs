@@ -15,7 +15,8 @@
 //! per batch rather than per command. Parsing and socket I/O — most of the CPU for small commands
 //! — run outside the lock on all cores.
 //!
-//! The lock is exclusive for every write and for most commands. A batch that starts with one of
+//! The lock is exclusive for most commands (writes to existing keys: see below and
+//! `commands::shared_path`). A batch that starts with one of
 //! the read-only commands that have a shared-lock handler (`PING`, `ECHO`, `GET`, `MGET`,
 //! `STRLEN`, `EXISTS`, `PFCOUNT`, `BF.EXISTS`, `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS`, `CF.COUNT`)
 //! takes it shared, so such reads from any number of connections run side by side on every core;
@@ -74,30 +75,30 @@
 //! hundred call sites) and every keyspace-wide command (KEYS, SCAN, DBSIZE, FLUSHALL, SWAPDB,
 //! snapshots, expiry).
 //!
-//! The plan that keeps those call sites (worked out in the session of 2026-12-04, not started):
-//! - `Db` becomes a façade over S shards (`Mutex<Shard>`, a shard = today's key table and TTL
-//!   queue, chosen by the top bits of the key hash every shard shares). The exclusive path
-//!   reaches a shard through `Mutex::get_mut`: no atomic, and `Db`'s per-key methods keep their
-//!   signatures, so no handler changes. Keyspace-wide methods walk the shards: DBSIZE and
-//!   `avg_ttl` sum, KEYS and snapshots concatenate, active expiry goes round the shards, SCAN's
-//!   cursor keeps its fixed hash order across shards (it already orders by a hash of its own).
-//!   Events, the expired log, WATCH versions and the counters stay in the façade: the exclusive
-//!   path writes them as now.
-//! - A single-key write with a shared-write handler (SET without options, INCR, BF.ADD, CF.ADD,
-//!   PFADD) runs under the shared keyspace lock plus its shard's mutex when nothing façade-level
-//!   would be touched: no WATCH in the db, no keyspace events, no tracking or MONITOR, no
-//!   maxmemory, and the key not due (a due key defers to the exclusive path, as shared reads do).
-//!   It must decide to defer before it changes anything; an error defers too (errorstats).
-//! - Order: the write stream (AOF buffer, replication backlog) moves into a mutex taken while the
-//!   shard is held, so two writes to one key reach the stream in the order they were applied;
-//!   writes to different shards commute. The exclusive path takes no shard lock and excludes all
-//!   shared writers, so MULTI/EXEC and multi-key commands stay atomic.
-//! - The price for reads: a shared-path read must lock its shard too (writers now run beside it),
-//!   one uncontended atomic per command, and a multi-key read (MGET, EXISTS k1 k2, PFCOUNT of
-//!   several keys) must hold all its shards at once, taken in index order, or stay exclusive, to
-//!   stay linearizable (reading k1 before a write of k1 and k2 after a later write of k2 is not).
+//! What is built (2026-12-04, `commands::shared_path`): not shards but stripes. Under the shared
+//! keyspace lock the table's structure is frozen (no key added or removed, no TTL changed, no
+//! segment copied), and a value may change in place under its key's stripe lock
+//! (`store::db::Stripes`, 256 `RwLock<()>`s chosen by key hash; the exclusive path takes none).
+//! Every shared-path command holds its keys' stripes — a read for reading, a multi-key read all
+//! of them at once in ascending order, a write for writing — so a key's reads and writes take
+//! turns and multi-key reads stay linearizable. SET (no option), INCR/DECR/INCRBY/DECRBY, BF.ADD,
+//! CF.ADD and PFADD (dense) have such write handlers for keys that exist and no snapshot can
+//! reach; anything else (a new key, a due one, a TTL to clear, an error, keyspace events, WATCH,
+//! maxmemory, a consumer of the write stream) defers to the exclusive path before changing
+//! anything. No handler of the exclusive path changed, and no `Db` method.
 //!
-//! That gives writes the read path's curve, min(N / (c_in + c_out), S / c_in), with S ≥ 64.
+//! Still exclusive: writes that add or remove keys (so SET of fresh keys), multi-key writes,
+//! MULTI/EXEC, and every write while the AOF or a replica consumes the write stream, whose total
+//! order is the exclusive lock's. The next step there: shared writers append their unit to a
+//! stream mutex while still holding their stripe (two writes to one key reach the stream in the
+//! order they were applied; writes to different keys commute), the exclusive path and the AOF
+//! writer drain it first, and `appendfsync always` waits on a sequence number instead of the
+//! stream offset. Not built.
+//!
+//! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
+//! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (README,
+//! "Across cores": SET 2.5–3.7×, INCR 1.5–1.8×, BF.ADD 2.3–2.5×, CF.ADD 2.4–2.5×, PFADD 2.1× the
+//! exclusive lock at two threads).
 //!
 //! What it can gain, measured: `examples/bench_scaling.rs` also runs each command with an engine
 //! per thread (`partitioned`: the keyspace split by client, nothing shared — the upper bound of
