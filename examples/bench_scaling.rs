@@ -24,8 +24,13 @@
 //! - ns waiting for the lock per command (contention).
 //!
 //! Defaults: 200k ops per thread, threads 1,2, batch 16 (redis-benchmark -P 16).
+//!
+//! `BENCH_STREAM=1` gives every engine a consumer of its write stream, drained every millisecond
+//! under the shared lock as the AOF writer drains it (`persistence::aof`): what the AOF costs
+//! writes, the stream's mutex included.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -131,15 +136,21 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(16)
         .max(1);
+    let with_stream = std::env::var("BENCH_STREAM").is_ok_and(|v| v == "1");
     println!(
-        "in-process, {ops} ops per thread, batch {batch}, {} cores, load average {}",
+        "in-process, {ops} ops per thread, batch {batch}, {} cores, load average {}{}",
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
         std::fs::read_to_string("/proc/loadavg")
             .ok()
             .and_then(|s| s.split(' ').next().map(str::to_string))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if with_stream {
+            ", a write-stream consumer drained every ms"
+        } else {
+            ""
+        }
     );
     println!("| command | lock | threads | ops/s | ns under lock / cmd | ns waiting / cmd | max ops/s under one lock |");
     println!("|---|---|---:|---:|---:|---:|---:|");
@@ -182,6 +193,24 @@ fn main() {
                     }
                 }
             }
+            // The AOF's part: a consumer, and a thread draining it as the AOF writer does.
+            let stop = Arc::new(AtomicBool::new(false));
+            let drainers: Vec<_> = engines
+                .iter()
+                .filter(|_| with_stream)
+                .map(|shared| {
+                    let sub = shared.engine().subscribe_stream(0, None);
+                    let (shared, stop) = (shared.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        let mut buf = Vec::new();
+                        while !stop.load(Ordering::Relaxed) {
+                            shared.engine_shared().stream.lock().drain(sub, &mut buf);
+                            buf.clear();
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    })
+                })
+                .collect();
             // Pre-parsed requests, built before the clock starts.
             let work: Vec<Vec<Vec<Bytes>>> = (0..n)
                 .map(|t| {
@@ -246,6 +275,10 @@ fn main() {
                 .into_iter()
                 .map(|h| h.join().expect("bench thread"))
                 .collect();
+            stop.store(true, Ordering::Relaxed);
+            for d in drainers {
+                d.join().expect("drainer");
+            }
             let wall = outcomes
                 .iter()
                 .map(|o| o.finished - started)

@@ -133,6 +133,82 @@ fn writer(addr: std::net::SocketAddr, t: usize, stop: Arc<AtomicBool>) -> u64 {
     acked
 }
 
+/// As [`writer`], but every write is to a key that exists, so that most run in place under the
+/// shared keyspace lock (`commands::shared_path`) and enter the AOF from there. Rounds number
+/// on from `base` (what earlier runs got acknowledged), so a later SET never writes a smaller
+/// round than an acknowledged one.
+fn in_place_writer(addr: SocketAddr, t: usize, base: u64, stop: Arc<AtomicBool>) -> u64 {
+    let mut c = RawConn::connect(addr);
+    let (bf, cf, hll) = (format!("bf{t}"), format!("cf{t}"), format!("h{t}"));
+    // The keys, made once (the HLL dense: a sparse one is grown on the exclusive path).
+    for cmd in [
+        vec!["SETNX", "all", "0"],
+        vec!["BF.ADD", &bf, "seed"],
+        vec!["CF.ADD", &cf, "seed"],
+        vec!["PFADD", &hll, "seed"],
+        vec!["PFDEBUG", "TODENSE", &hll],
+    ] {
+        let r = c.cmd_str(&cmd);
+        if r.is_empty() || r.starts_with(b"-") {
+            return 0;
+        }
+    }
+    let mut acked = 0u64;
+    let mut i = base + 1;
+    while !stop.load(Ordering::Relaxed) {
+        let (own, item, counter) = (format!("s{t}"), format!("i{i}"), format!("n{t}"));
+        let value = i.to_string();
+        let round: Vec<Vec<&str>> = vec![
+            vec!["INCR", &counter],
+            vec!["SET", &own, &value],
+            vec!["BF.ADD", &bf, &item],
+            vec!["CF.ADD", &cf, &item],
+            vec!["PFADD", &hll, &item],
+            // One key every writer increments.
+            vec!["INCR", "all"],
+        ];
+        let mut bytes = Vec::new();
+        for cmd in &round {
+            let argv: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+            bytes.extend(common::encode_command(&argv));
+        }
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            c.send_raw(&bytes);
+            for _ in 0..round.len() {
+                let r = c.read_reply();
+                assert!(!r.is_empty() && !r.starts_with(b"-"));
+            }
+        }))
+        .is_err()
+        {
+            break;
+        }
+        acked = i;
+        i += 1;
+    }
+    acked
+}
+
+/// What [`in_place_writer`] had acknowledged, rounds `from..=to` of writer `t`, is all there.
+/// Rounds are numbered on across runs, so each acknowledged one has items of its own.
+fn check_in_place(c: &mut RawConn, t: usize, from: u64, to: u64) {
+    let own = int_reply(&c.cmd_str(&["GET", &format!("s{t}")]));
+    assert!(own as u64 >= to, "s{t} = {own} < {to} acknowledged");
+    for i in from..=to {
+        let item = format!("i{i}");
+        assert_eq!(
+            c.cmd_str(&["BF.EXISTS", &format!("bf{t}"), &item]),
+            b":1\r\n",
+            "lost BF item {t}/{i}"
+        );
+        assert_eq!(
+            c.cmd_str(&["CF.EXISTS", &format!("cf{t}"), &item]),
+            b":1\r\n",
+            "lost CF item {t}/{i}"
+        );
+    }
+}
+
 fn check_round(c: &mut RawConn, t: usize, i: u64) {
     let key = format!("k{t}:{i}");
     assert_eq!(c.cmd_str(&["GET", &key]), b"$1\r\nv\r\n", "lost {key}");
@@ -162,17 +238,24 @@ fn int_reply(r: &[u8]) -> i64 {
 
 #[test]
 fn always_loses_no_acknowledged_write_across_kill9() {
-    kill_loop("aof-kill", false);
+    kill_loop("aof-kill", false, false);
+}
+
+/// The same for writes to existing keys, which run in place under the shared keyspace lock and
+/// enter the AOF from there, several writers at once (one key written by all of them).
+#[test]
+fn always_loses_no_in_place_write_across_kill9() {
+    kill_loop("aof-kill-in-place", false, true);
 }
 
 /// The same with BGREWRITEAOF started over and over, so kills land before, during and after the
 /// manifest switches.
 #[test]
 fn kill9_during_rewrites_loses_nothing() {
-    kill_loop("aof-kill-rewrite", true);
+    kill_loop("aof-kill-rewrite", true, false);
 }
 
-fn kill_loop(tag: &str, rewrites: bool) {
+fn kill_loop(tag: &str, rewrites: bool, in_place: bool) {
     let dir = Dir::new(tag);
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -193,7 +276,14 @@ fn kill_loop(tag: &str, rewrites: bool) {
             .map(|t| {
                 let stop = stop.clone();
                 let base = acked_total[t];
-                std::thread::spawn(move || (base, writer(addr, t, stop)))
+                std::thread::spawn(move || {
+                    let acked = if in_place {
+                        in_place_writer(addr, t, base, stop)
+                    } else {
+                        writer(addr, t, stop)
+                    };
+                    (base, acked)
+                })
             })
             .collect();
         let until = Instant::now() + Duration::from_millis(150 + rng.next() % 500);
@@ -218,6 +308,27 @@ fn kill_loop(tag: &str, rewrites: bool) {
         let mut c = connect_when_ready(addr);
         while c.cmd_str(&["PING"]).starts_with(b"-LOADING") {
             std::thread::sleep(Duration::from_millis(10));
+        }
+        if in_place {
+            for (t, &acked) in acked_total.iter().enumerate() {
+                check_in_place(&mut c, t, 1, acked);
+                let n = int_reply(&c.cmd_str(&["GET", &format!("n{t}")]));
+                assert!(
+                    n as u64 >= acked,
+                    "n{t} = {n} < {acked} acked (round {round})"
+                );
+            }
+            let all = int_reply(&c.cmd_str(&["GET", "all"]));
+            let acked: u64 = acked_total.iter().sum();
+            // Every acknowledged INCR of the key all writers share (rounds of earlier runs
+            // included: they were checked present then, and a counter only grows).
+            assert!(
+                all as u64 >= acked,
+                "all = {all} < {acked} acked (round {round})"
+            );
+            eprintln!("kill {round}: this run acked {this_run:?}, all {acked_total:?} present");
+            child.kill9();
+            continue;
         }
         for (t, &acked) in acked_total.iter().enumerate() {
             for i in 1..=acked {

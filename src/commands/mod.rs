@@ -384,10 +384,13 @@ pub struct ClientState {
     /// prefetched, so the command does not prefetch them again.
     pub prefetched: PrefetchedItems,
     /// Batches starting with a write that still go straight to the exclusive lock, because a
-    /// recent shared-path write of this client deferred (`shared_path`: a new key, the AOF on,
+    /// recent shared-path write of this client deferred (`shared_path`: a new key, a replica,
     /// ...); a deferral costs a lock round trip, so a client whose writes keep deferring tries
     /// the shared path once every [`shared_path::WRITE_BACKOFF`] + 1 batches.
     pub shared_write_backoff: u8,
+    /// A shared-path write's command, encoded for the write stream before its mutex is taken
+    /// (`shared_path`), reused.
+    pub stream_scratch: Vec<u8>,
 }
 
 /// Argument addresses (at most [`PREFETCH_BATCH`]): a hint from [`prefetch_keys`] to the
@@ -437,6 +440,7 @@ impl ClientState {
             cmd_clock: None,
             prefetched: PrefetchedItems::default(),
             shared_write_backoff: 0,
+            stream_scratch: Vec::new(),
         }
     }
 
@@ -993,13 +997,13 @@ pub fn run(
         shared_stats: &engine.shared_stats,
         error_stats: &mut engine.error_stats,
         repl: &mut engine.repl,
-        stream: &mut engine.stream,
+        stream: engine.stream.get_mut(),
         shut_down: &mut engine.shut_down,
     };
     let reply = execute(&mut ctx, index, spec, argv);
     // The outermost call ends the unit: EXEC's queued commands share it.
     if engine.stream.is_active() {
-        engine.stream.end_unit();
+        engine.stream.get_mut().end_unit();
     }
     engine.pump_repl();
     reply

@@ -302,16 +302,19 @@ enum Attempt {
     Failed(usize, Reply),
 }
 
-/// True if nothing engine-wide keeps writes off the shared path: a write there touches its value
-/// and `dirty`, nothing else, so whatever else the exclusive path does for a write must have
-/// nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT TRACKING's
-/// invalidations, which ride on them), no WATCHed key in the database (a write bumps its
-/// version), nobody consuming the write stream (AOF, replicas: its order is the exclusive lock's),
-/// and no `maxmemory` (a write may have to evict first, or be refused).
+/// True if nothing engine-wide keeps writes off the shared path: a write there touches its value,
+/// `dirty` and the write stream, nothing else, so whatever else the exclusive path does for a
+/// write must have nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT
+/// TRACKING's invalidations, which ride on them), no WATCHed key in the database (a write bumps
+/// its version), no replication stream (the backlog and the replicas are fed from the stream
+/// under the exclusive lock, `Engine::pump_repl`, after every command), and no `maxmemory` (a
+/// write may have to evict first, or be refused). The AOF may be on: the write enters the stream
+/// under its stripe ([`try_shared`]).
 fn open_for_writes(shared: &Shared, engine: &Engine, db: &Db) -> bool {
     engine.store.notify_flags == 0
         && !db.has_watches()
-        && !engine.stream.is_active()
+        && engine.repl_sub.is_none()
+        && engine.repl.backlog.is_none()
         && shared.maxmemory.load(Ordering::Relaxed) == 0
 }
 
@@ -399,6 +402,20 @@ fn try_shared(
         _ => return Attempt::Rerun,
     };
     if view.writes() != 0 {
+        // Into the write stream while the key's stripe is still held, so that one key's writes
+        // enter it in the order they were made (`engine::propagate`). Every shared write
+        // propagates verbatim, as the exclusive path does when it changed the keyspace or (BF.ADD,
+        // CF.ADD) forced it: each is answered here only when it counted a write. A lone
+        // command, no MULTI/EXEC; encoded before the mutex is taken.
+        if engine.stream.is_active() {
+            let command = &mut client.stream_scratch;
+            command.clear();
+            crate::engine::propagate::encode_command(command, argv);
+            engine.stream.lock().emit_encoded(client.db, command);
+            if command.capacity() > 1 << 16 {
+                *command = Vec::new();
+            }
+        }
         if writes.0 != client.db {
             add_writes(engine, writes);
             writes.0 = client.db;
@@ -694,6 +711,10 @@ mod tests {
             (&["CF.ADD", "cf2", "y"], "cf2"),
             (&["CF.ADD", "cf2", "x"], "cf2"),
         ];
+        // A consumer of the write stream on each (as the AOF): what the shared writes put there
+        // must be byte for byte what the exclusive path writes.
+        let sub1 = on_shared.engine().subscribe_stream(0, None);
+        let sub2 = on_exclusive.engine().subscribe_stream(0, None);
         let dirty = |s: &Shared| s.engine().store.dirty();
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         for (words, key) in cases.iter().chain(filter_cases) {
@@ -725,6 +746,33 @@ mod tests {
             (4, 0),
             "setup's two and the cases' two"
         );
+        // Another database: the stream selects it before the write, and back.
+        for words in [
+            &["SELECT", "1"][..],
+            &["SET", "s1", "a"],
+            &["SET", "s1", "b"],
+            &["SELECT", "0"],
+            &["INCR", "n"],
+        ] {
+            run(&on_shared, &mut c1, words, now);
+            run_exclusive(&on_exclusive, &mut c2, words, now);
+        }
+        let drained = |s: &Shared, sub| {
+            let mut out = Vec::new();
+            s.engine().stream.get_mut().drain(sub, &mut out);
+            String::from_utf8_lossy(&out).replace("\r\n", " ")
+        };
+        let (got, want) = (drained(&on_shared, sub1), drained(&on_exclusive, sub2));
+        assert_eq!(got, want);
+        assert!(
+            got.starts_with("*2 $6 SELECT $1 0 *3 $3 SET $1 s $5 other "),
+            "{got}"
+        );
+        assert!(
+            got.contains("*4 $5 PFADD $5 dense $1 c $1 d *2 $4 INCR $8 ttl-kept "),
+            "no-op PFADD left out: {got}"
+        );
+        assert!(got.ends_with("*2 $6 SELECT $1 0 *2 $4 INCR $1 n "), "{got}");
     }
 
     #[test]
@@ -799,10 +847,16 @@ mod tests {
         shared.maxmemory.store(1 << 40, Ordering::Relaxed);
         assert!(!run(&shared, &mut c, &write, now).1);
         shared.maxmemory.store(0, Ordering::Relaxed);
-        // A consumer of the write stream (the AOF, a replica): its order is the exclusive lock's.
+        // A consumer of the write stream (the AOF) leaves the path open: the write enters the
+        // stream under its stripe.
         let sub = shared.engine().subscribe_stream(0, None);
-        assert!(!run(&shared, &mut c, &write, now).1);
+        assert!(run(&shared, &mut c, &write, now).1);
         shared.engine().unsubscribe_stream(sub);
+        // A replication backlog: it is fed from the stream under the exclusive lock.
+        shared.engine().repl.ensure_backlog(1 << 20);
+        assert!(!run(&shared, &mut c, &write, now).1);
+        shared.engine().repl.backlog = None;
+        shared.engine().ensure_repl_stream();
         assert!(run(&shared, &mut c, &write, now).1);
         // A snapshot holding the key's segment: a write in place would change what it saves.
         let snap = shared.engine().store.snapshot();
@@ -821,6 +875,96 @@ mod tests {
         );
         drop(snap);
         assert!(run(&shared, &mut c, &["SET", "s", "again"], now).1);
+    }
+
+    /// The commands of a drained write stream (RESP arrays of bulk strings without CRLF inside).
+    fn parse_stream(bytes: &[u8]) -> Vec<Vec<String>> {
+        let text = String::from_utf8_lossy(bytes);
+        let mut parts = text.split("\r\n");
+        let mut out = Vec::new();
+        while let Some(head) = parts.next().filter(|h| !h.is_empty()) {
+            let n: usize = head[1..].parse().expect("array header");
+            let argv = (0..n)
+                .map(|_| {
+                    parts.next().expect("bulk header");
+                    parts.next().expect("bulk").to_string()
+                })
+                .collect();
+            out.push(argv);
+        }
+        out
+    }
+
+    #[test]
+    fn writes_from_many_threads_enter_the_stream_in_an_order_that_replays_to_the_same_keyspace() {
+        let (shared, mut c, now) = setup_writes();
+        for t in 0..4 {
+            run(&shared, &mut c, &["SET", &format!("own{t}"), "0"], now);
+        }
+        run(&shared, &mut c, &["BF.ADD", "bf", "seed"], now);
+        let sub = shared.engine().subscribe_stream(0, None);
+        // The replay starts from the same keyspace.
+        let (replayed, mut r, _) = setup_writes();
+        for t in 0..4 {
+            run_exclusive(&replayed, &mut r, &["SET", &format!("own{t}"), "0"], now);
+        }
+        run_exclusive(&replayed, &mut r, &["BF.ADD", "bf", "seed"], now);
+        const PER_THREAD: usize = 5_000;
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let mut c = client(100 + t);
+                    let own = format!("own{t}");
+                    let reqs: Vec<Vec<Bytes>> = (0..PER_THREAD)
+                        .flat_map(|i| {
+                            let item = format!("{t}:{i}");
+                            [
+                                argv(&["INCR", "n"]),
+                                // One key all threads overwrite: its last value is whichever
+                                // write came last, which the stream must agree with.
+                                argv(&["SET", "s", &item]),
+                                argv(&["SET", &own, &item]),
+                                argv(&["BF.ADD", "bf", &item]),
+                                argv(&["PFADD", "dense", &item]),
+                            ]
+                        })
+                        .collect();
+                    let mut shared_batches = 0;
+                    for batch in reqs.chunks(16) {
+                        let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
+                        for a in batch {
+                            let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
+                            assert!(!reply.is_error(), "{reply:?}");
+                        }
+                        shared_batches += matches!(lock, EngineLock::Shared { .. }) as usize;
+                    }
+                    shared_batches
+                })
+            })
+            .collect();
+        let shared_batches: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+        assert!(shared_batches > 0, "the writes ran on the shared path");
+        let mut bytes = Vec::new();
+        shared.engine().stream.get_mut().drain(sub, &mut bytes);
+        let commands = parse_stream(&bytes);
+        // SELECT 0 first, then every write but the PFADDs that changed no register.
+        assert_eq!(commands[0], ["SELECT", "0"]);
+        let count = |name: &str| commands.iter().filter(|c| c[0] == name).count();
+        assert_eq!(count("INCR"), 4 * PER_THREAD);
+        assert_eq!(count("SET"), 8 * PER_THREAD);
+        assert_eq!(count("BF.ADD"), 4 * PER_THREAD);
+        for command in &commands[1..] {
+            let words: Vec<&str> = command.iter().map(String::as_str).collect();
+            let reply = run_exclusive(&replayed, &mut r, &words, now);
+            assert!(!reply.is_error(), "{words:?}: {reply:?}");
+        }
+        let keys = ["n", "s", "own0", "own1", "own2", "own3", "bf", "dense"];
+        for key in keys {
+            let live = run_exclusive(&shared, &mut c, &["DUMP", key], now);
+            let again = run_exclusive(&replayed, &mut r, &["DUMP", key], now);
+            assert_eq!(format!("{live:?}"), format!("{again:?}"), "{key}");
+        }
     }
 
     #[test]

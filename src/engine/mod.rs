@@ -23,7 +23,7 @@ pub mod shared;
 pub mod signal;
 pub mod tracking;
 
-pub use propagate::{SubscriberId, WriteStream};
+pub use propagate::{StreamCell, SubscriberId, WriteStream};
 pub use shared::{
     AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, PreparedSwitch,
     Shared, Stats,
@@ -93,7 +93,7 @@ pub struct Engine {
     /// Reused between drains of `repl_sub`.
     repl_scratch: Vec<u8>,
     /// Every executed write as the commands to propagate (AOF, replicas); see [`propagate`].
-    pub stream: WriteStream,
+    pub stream: StreamCell,
     /// Set, under this lock, by the shutdown sequence once the final persistence steps are done.
     /// From then on no command may run: whoever takes the lock and finds it set must drop its
     /// requests unanswered, so every reply ever sent describes state that is in the saved file.
@@ -114,12 +114,12 @@ impl Engine {
             aof_sub: None,
             repl_sub: None,
             repl_scratch: Vec::new(),
-            stream: WriteStream::new(),
+            stream: StreamCell::new(),
             shut_down: false,
         }
     }
 
-    /// Subscribes a consumer to the write stream (see [`WriteStream::subscribe`]) and makes the
+    /// Subscribes a consumer to the write stream (see [`StreamCell::subscribe`]) and makes the
     /// keyspace record expired keys so they are propagated as `DEL`.
     pub fn subscribe_stream(
         &mut self,
@@ -182,12 +182,12 @@ impl Engine {
         let Some(id) = self.ensure_repl_stream() else {
             return;
         };
-        if self.stream.pending(id) == 0 {
+        if self.stream.get_mut().pending(id) == 0 {
             return;
         }
         let mut buf = std::mem::take(&mut self.repl_scratch);
         buf.clear();
-        self.stream.drain(id, &mut buf);
+        self.stream.get_mut().drain(id, &mut buf);
         self.repl.feed(&buf);
         buf.clear();
         if buf.capacity() <= 1 << 20 {
@@ -200,13 +200,13 @@ impl Engine {
     pub fn repl_force_select(&mut self) {
         self.pump_repl();
         if let Some(id) = self.repl_sub {
-            self.stream.force_select(id);
+            self.stream.get_mut().force_select(id);
         }
     }
 
     /// Moves the `DEL`s of keys expired so far into the current unit of the write stream.
     pub fn push_expired(&mut self) {
-        push_expired(&mut self.store, &mut self.stream);
+        push_expired(&mut self.store, self.stream.get_mut());
     }
 
     /// Emits the `DEL` of each key active expiry reclaimed, each its own unit (as Redis's
@@ -215,10 +215,10 @@ impl Engine {
         if !self.stream.is_active() {
             return;
         }
-        self.stream.end_unit();
+        self.stream.get_mut().end_unit();
         for (i, db) in self.store.dbs.iter_mut().enumerate() {
             for key in db.expired_log.drain(..) {
-                self.stream.emit(i, &[b"DEL" as &[u8], &key]);
+                self.stream.get_mut().emit(i, &[b"DEL" as &[u8], &key]);
             }
         }
     }

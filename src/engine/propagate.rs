@@ -64,8 +64,18 @@
 //!
 //! Nothing is recorded while nobody subscribes: the dispatcher checks [`WriteStream::is_active`]
 //! once per command, so a server without AOF or replicas pays one branch.
+//!
+//! # Writers under the shared lock
+//! The engine keeps the stream in a [`StreamCell`]: a mutex that only writes made in place under
+//! the shared keyspace lock take (`commands::shared_path`), each while it still holds its key's
+//! stripe, pushing its command and ending its unit in one go. Whoever holds the exclusive lock
+//! reaches the stream through [`StreamCell::get_mut`], with no atomic operation. The order stays
+//! total and true: two writes to one key hold one stripe in turn, so they enter the stream in the
+//! order they were made; writes to different keys commute, so any order between them replays to
+//! the same keyspace; and a command that read what a shared write left (holding the stripe after
+//! it) enters the stream after it. A consumer that drains under the shared lock takes the mutex.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
@@ -145,9 +155,9 @@ impl WriteStream {
     }
 
     /// Adds a consumer whose offset starts at `start_offset`. `notify`, when given, is signalled
-    /// each time bytes are appended for it. Prefer [`super::Engine::subscribe_stream`], which also turns
-    /// on the recording of expired keys.
-    pub fn subscribe(&mut self, start_offset: u64, notify: Option<Arc<Notify>>) -> SubscriberId {
+    /// each time bytes are appended for it. Through [`StreamCell::subscribe`] (prefer
+    /// [`super::Engine::subscribe_stream`], which also turns on the recording of expired keys).
+    fn subscribe(&mut self, start_offset: u64, notify: Option<Arc<Notify>>) -> SubscriberId {
         let id = SubscriberId(self.next_id);
         self.next_id += 1;
         self.subs.push(Subscriber {
@@ -161,7 +171,7 @@ impl WriteStream {
     }
 
     /// Removes a consumer; its undrained bytes are dropped. Returns false if it was unknown.
-    pub fn unsubscribe(&mut self, id: SubscriberId) -> bool {
+    fn unsubscribe(&mut self, id: SubscriberId) -> bool {
         let before = self.subs.len();
         self.subs.retain(|s| s.id != id);
         self.subs.len() != before
@@ -256,6 +266,69 @@ impl WriteStream {
         self.push(db, argv);
         self.end_unit();
     }
+
+    /// [`WriteStream::emit`] of a command already encoded by [`encode_command`]: a writer under
+    /// the shared lock encodes before it takes the stream's mutex, so the mutex covers only the
+    /// copy into each consumer's buffer.
+    pub fn emit_encoded(&mut self, db: usize, command: &[u8]) {
+        self.end_unit();
+        for s in &mut self.subs {
+            let before = s.buf.len();
+            select_if_needed(s, db);
+            s.buf.extend_from_slice(command);
+            s.offset += (s.buf.len() - before) as u64;
+            if let Some(n) = &s.notify {
+                n.notify_one();
+            }
+        }
+    }
+}
+
+/// The stream as the engine keeps it (see "Writers under the shared lock" above).
+#[derive(Default)]
+pub struct StreamCell {
+    stream: Mutex<WriteStream>,
+    /// [`WriteStream::is_active`], kept outside the mutex: consumers come and go only under the
+    /// exclusive keyspace lock (`&mut self`), so under the shared lock this never changes.
+    active: bool,
+}
+
+impl StreamCell {
+    pub fn new() -> StreamCell {
+        StreamCell::default()
+    }
+
+    /// The stream, for the holder of the exclusive keyspace lock.
+    #[inline]
+    pub fn get_mut(&mut self) -> &mut WriteStream {
+        // A writer that panicked holding the mutex panicked in `push`/`end_unit`, which keep the
+        // unit whole or leave it to the next `end_unit`: nothing a later user must not see.
+        self.stream.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The stream, under the shared keyspace lock.
+    pub fn lock(&self) -> MutexGuard<'_, WriteStream> {
+        self.stream.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while someone consumes the stream; readable without the mutex.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// [`WriteStream::subscribe`].
+    pub fn subscribe(&mut self, start_offset: u64, notify: Option<Arc<Notify>>) -> SubscriberId {
+        self.active = true;
+        self.get_mut().subscribe(start_offset, notify)
+    }
+
+    /// [`WriteStream::unsubscribe`].
+    pub fn unsubscribe(&mut self, id: SubscriberId) -> bool {
+        let known = self.get_mut().unsubscribe(id);
+        self.active = self.get_mut().is_active();
+        known
+    }
 }
 
 fn select_if_needed(s: &mut Subscriber, db: usize) {
@@ -273,6 +346,43 @@ mod tests {
         let mut v = Vec::new();
         w.drain(id, &mut v);
         String::from_utf8_lossy(&v).replace("\r\n", " ")
+    }
+
+    /// A command encoded beforehand enters the stream as `emit` puts it there: after what the
+    /// current unit holds, with the `SELECT`s, offsets and notifications `end_unit` gives.
+    #[test]
+    fn emit_encoded_appends_what_emit_appends() {
+        let mut cells = [StreamCell::new(), StreamCell::new()];
+        let notify = Arc::new(Notify::new());
+        let subs: Vec<_> = cells
+            .iter_mut()
+            .map(|c| c.subscribe(7, Some(notify.clone())))
+            .collect();
+        assert!(cells.iter().all(StreamCell::is_active));
+        for (db, argv) in [
+            (0, ["SET", "a", "1"]),
+            (0, ["SET", "b", "2"]),
+            (3, ["SET", "c", "3"]),
+        ] {
+            for (i, cell) in cells.iter_mut().enumerate() {
+                let w = cell.get_mut();
+                w.push(1, &["DEL", "pending"]);
+                if i == 0 {
+                    w.emit(db, &argv);
+                } else {
+                    let mut encoded = Vec::new();
+                    encode_command(&mut encoded, &argv);
+                    w.emit_encoded(db, &encoded);
+                }
+            }
+        }
+        let [a, b] = &mut cells;
+        assert_eq!(a.get_mut().offset(subs[0]), b.get_mut().offset(subs[1]));
+        let (got, want) = (drain(b.get_mut(), subs[1]), drain(a.get_mut(), subs[0]));
+        assert_eq!(got, want);
+        assert!(got.starts_with("*2 $6 SELECT $1 1 *2 $3 DEL $7 pending *2 $6 SELECT $1 0 "));
+        assert!(b.unsubscribe(subs[1]));
+        assert!(!b.is_active());
     }
 
     /// The framing matches the plain `*n` / `$len` form at every header width.

@@ -417,7 +417,7 @@ fn sync_sink(sink: &mut AofSink) -> std::io::Result<()> {
 /// off). Read under the keyspace lock by the connection, passed to [`commit`] after releasing it.
 pub fn offset(engine: &Engine) -> Option<(SubscriberId, u64)> {
     let id = engine.aof_sub?;
-    engine.stream.offset(id).map(|o| (id, o))
+    engine.stream.lock().offset(id).map(|o| (id, o))
 }
 
 /// Waits, without blocking the runtime, until this batch's writes (stream offset `upto` of
@@ -639,8 +639,11 @@ fn disk_error_text(i: &crate::engine::shared::AofInfo) -> Option<String> {
 fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
     let before = sink.buf.len();
     let end = {
-        let mut engine = shared.engine();
-        engine.stream.drain(sink.sub, &mut sink.buf)
+        // The shared lock and the stream's mutex: writes made in place under the shared lock
+        // keep going meanwhile (`engine::propagate`, "Writers under the shared lock").
+        let engine = shared.engine_shared();
+        let mut stream = engine.stream.lock();
+        stream.drain(sink.sub, &mut sink.buf)
     };
     if let Some(end) = end {
         sink.buffered_to = end;
@@ -974,7 +977,7 @@ fn install_sink(
 fn stop(shared: &Shared, guard: &mut Option<AofSink>, engine: &mut Engine) {
     if let Some(mut sink) = guard.take() {
         // The keyspace lock is held here: drain as write_pending would, without retaking it.
-        engine.stream.drain(sink.sub, &mut sink.buf);
+        engine.stream.get_mut().drain(sink.sub, &mut sink.buf);
         if let Err(e) = sink
             .file
             .write_all(&sink.buf)
@@ -1049,7 +1052,7 @@ fn start_rewrite_locked(
     let old_manifest = match guard.as_mut() {
         Some(sink) if !sink.manifest.is_empty() => {
             // The keyspace lock is held: drain here, then write what the sink buffers.
-            if let Some(end) = engine.stream.drain(sink.sub, &mut sink.buf) {
+            if let Some(end) = engine.stream.get_mut().drain(sink.sub, &mut sink.buf) {
                 sink.buffered_to = end;
             }
             sink.file
@@ -1140,7 +1143,7 @@ fn start_rewrite_locked(
                 sink.file = file;
             }
             sink.manifest = text;
-            engine.stream.force_select(sink.sub);
+            engine.stream.get_mut().force_select(sink.sub);
             Some(m)
         }
         _ => {
