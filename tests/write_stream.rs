@@ -52,7 +52,11 @@ impl Harness {
     /// The propagated commands since the last call, one per line, arguments space-separated.
     fn drain(&mut self) -> Vec<String> {
         let mut buf = Vec::new();
-        self.shared.engine().stream.get_mut().drain(self.sub, &mut buf);
+        self.shared
+            .engine()
+            .stream
+            .get_mut()
+            .drain(self.sub, &mut buf);
         decode(&buf)
     }
 }
@@ -455,7 +459,13 @@ fn nothing_is_recorded_without_a_subscriber_and_offsets_count_every_byte() {
     let mut h = Harness::new();
     h.run("SET a 1");
     let mut buf = Vec::new();
-    let end = h.shared.engine().stream.get_mut().drain(h.sub, &mut buf).unwrap();
+    let end = h
+        .shared
+        .engine()
+        .stream
+        .get_mut()
+        .drain(h.sub, &mut buf)
+        .unwrap();
     assert_eq!(end, buf.len() as u64);
     h.shared.engine().unsubscribe_stream(h.sub);
     assert!(!h.shared.engine().stream.is_active());
@@ -467,7 +477,13 @@ fn nothing_is_recorded_without_a_subscriber_and_offsets_count_every_byte() {
     h.sub = sub;
     h.run("SET c 1");
     let mut buf = Vec::new();
-    let end = h.shared.engine().stream.get_mut().drain(sub, &mut buf).unwrap();
+    let end = h
+        .shared
+        .engine()
+        .stream
+        .get_mut()
+        .drain(sub, &mut buf)
+        .unwrap();
     assert_eq!(decode(&buf), ["SELECT 0", "SET c 1"]);
     assert_eq!(end, 1000 + buf.len() as u64);
 }

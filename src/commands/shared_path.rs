@@ -39,8 +39,9 @@
 //! - neither the dispatcher's server-state refusals (loading, a disk error, MISCONF) nor
 //!   replication's (a stale or read-only replica, min-replicas-to-write) apply;
 //! - for a write, nothing else a write touches is in use ([`open_for_writes`]): no keyspace
-//!   events at all, no WATCHed key in the database, nobody consuming the write stream (the AOF,
-//!   replicas: its one total order is the exclusive lock's), no `maxmemory`;
+//!   events at all, no WATCHed key in the database, no replication stream (a backlog, or its
+//!   subscription: replicas are fed under the exclusive lock), no `maxmemory`. The AOF may be
+//!   on (below);
 //! - the handler answered without an error (errors are counted in INFO errorstats, a write) and
 //!   did not defer. A read defers when it meets a key that is due (reclaiming it is a write,
 //!   propagated as `DEL`) or would have to write (PFCOUNT refreshing a stale cache). A write
@@ -58,6 +59,17 @@
 //! case they take, tested against the first (same replies, same `DUMP`, encoding, TTL and
 //! `dirty`). A write whose handler panics partway is not rerun (it may have changed its value):
 //! it answers the exclusive path's internal-error reply and is counted as failed there.
+//!
+//! # The write stream
+//! With the AOF on, a shared write enters the write stream itself (`engine::propagate`,
+//! "Writers under the shared lock"): encoded first, then appended under the stream's mutex as a
+//! unit of its own while the key's stripe is still held, so one key's writes are in the stream in
+//! the order they were applied, and a command that saw a write (holding the stripe after it)
+//! follows it there. Writes to different keys commute, so the stream's order between them, which
+//! is the mutex's, replays to the same keyspace. Every shared write propagates verbatim, and only
+//! when it counted a write, which is when the exclusive path propagates it (a PFADD that changed
+//! no register is not written). The batch's group commit (`appendfsync always`) then waits for
+//! the stream offset read after the batch, which covers every write the batch made or saw.
 //!
 //! INFO commandstats counts shared-path commands in `Engine::shared_stats` (atomics). A run of the
 //! same command in one batch is counted once, when it ends, so many cores running `BF.EXISTS` do not
@@ -369,10 +381,16 @@ fn try_shared(
     // As `execute`: a batch's command starts when the previous one ended.
     let started = client.cmd_clock.unwrap_or_else(mono_ns);
     let mut view = db.shared_view(&engine.store.stripes, now_ms, client.prefetched.addresses());
-    match (spec.first_key, spec.last_key) {
+    // The last key's position, counted from the end when negative (PFCOUNT, MGET, EXISTS).
+    let last = match spec.last_key {
+        l if l < 0 => argv.len() as i32 + l,
+        l => l,
+    };
+    match spec.first_key {
         // PING, ECHO: no key, no stripe.
-        (first, _) if first <= 0 => {}
-        (first, last) if first == last => {
+        first if first <= 0 => {}
+        // One key (most commands, and PFCOUNT or EXISTS of one): its stripe, no list.
+        first if first == last => {
             if let Some(key) = argv.get(first as usize) {
                 view.hold_key(key, write);
             }

@@ -166,9 +166,9 @@ pub struct SharedDb<'a> {
     prefetched: &'a [usize],
     /// The stripe held by a command of one key (most), or the first of several.
     held: Option<(usize, StripeGuard<'a>)>,
-    /// The others of several, ascending, each once (allocated only for a command of several
-    /// keys in several stripes).
-    held_more: Vec<(usize, StripeGuard<'a>)>,
+    /// The others of several, ascending, each once (only for a command of several keys in
+    /// several stripes; an `Option` so that the common drop is one test, not a call).
+    held_more: Option<Vec<(usize, StripeGuard<'a>)>>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
@@ -205,7 +205,9 @@ impl<'a> SharedDb<'a> {
     pub fn hold_key(&mut self, key: &[u8], write: bool) {
         let h = self.db.hash(key);
         self.first_key = (key.as_ptr() as usize, key.len(), h);
-        self.lock(stripe_of(h), write);
+        let i = stripe_of(h);
+        debug_assert!(self.held.is_none(), "a command's stripes are taken once");
+        self.held = Some((i, self.guard(i, write)));
     }
 
     /// Takes the stripes of `keys` (for writing if `write`), in ascending order so that two
@@ -232,16 +234,21 @@ impl<'a> SharedDb<'a> {
         }
     }
 
-    fn lock(&mut self, i: usize, write: bool) {
-        let guard = if write {
+    #[inline]
+    fn guard(&self, i: usize, write: bool) -> StripeGuard<'a> {
+        if write {
             StripeGuard::Write(self.stripes.write(i))
         } else {
             StripeGuard::Read(self.stripes.read(i))
-        };
+        }
+    }
+
+    fn lock(&mut self, i: usize, write: bool) {
+        let guard = self.guard(i, write);
         if self.held.is_none() {
             self.held = Some((i, guard));
         } else {
-            self.held_more.push((i, guard));
+            self.held_more.get_or_insert_with(Vec::new).push((i, guard));
         }
     }
 
@@ -258,11 +265,14 @@ impl<'a> SharedDb<'a> {
         }
     }
 
+    #[inline]
     fn holds(&self, stripe: usize, for_write: bool) -> bool {
-        self.held
-            .iter()
-            .chain(&self.held_more)
-            .any(|(i, g)| *i == stripe && (!for_write || matches!(g, StripeGuard::Write(_))))
+        let fits = |(i, g): &(usize, StripeGuard)| {
+            *i == stripe && (!for_write || matches!(g, StripeGuard::Write(_)))
+        };
+        // The one stripe of most commands first, without an iterator chain.
+        self.held.as_ref().is_some_and(fits)
+            || self.held_more.as_ref().is_some_and(|m| m.iter().any(fits))
     }
 
     /// Marks the command as one that must run on the exclusive path after all (it met a due key,
@@ -529,7 +539,7 @@ impl Db {
             deferred: false,
             prefetched,
             held: None,
-            held_more: Vec::new(),
+            held_more: None,
             writes: 0,
             cf_max_expansions: u64::MAX,
             first_key: (0, 0, 0),
