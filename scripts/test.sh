@@ -105,17 +105,18 @@ if [[ $run_compat == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 3. Build, then every cargo test (unit, integration, doc), in the release profile so the
-#    dependencies are compiled once for the build and the tests.
+# 3. Build the release binary (what the compat suite runs), then every cargo test (unit,
+#    integration, doc) in the `ci` profile: release optimisation without link-time optimisation,
+#    which would re-optimise the whole program for each of the ~45 test binaries (Cargo.toml).
 # ---------------------------------------------------------------------------------------------
 step "cargo build --release"
 cargo build --release --quiet
 if [[ $run_cargo == 1 ]]; then
-    step "cargo test --release"
+    step "cargo test --profile ci"
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
     set +e
-    cargo test --release --quiet 2>&1 | tee "$log"
+    cargo test --profile ci --quiet 2>&1 | tee "$log"
     cargo_rc=${PIPESTATUS[0]}
     set -e
     # One line for the whole cargo run, summed over every test binary's "test result:" line.
