@@ -69,6 +69,12 @@ const TESTS: &[(&str, Gen)] = &[
     ("BF.ADD", |t, i| {
         vec!["BF.ADD".into(), format!("bf:{t}"), i.to_string()]
     }),
+    // Ten items per request, as issue 15's BF.MADD (the filter has room: the shared path).
+    ("BF.MADD", |t, i| {
+        let mut argv = vec!["BF.MADD".to_string(), format!("bf:{t}")];
+        argv.extend((0..10).map(|j| (i * 10 + j).to_string()));
+        argv
+    }),
     ("BF.EXISTS", |t, i| {
         vec!["BF.EXISTS".into(), format!("bf:{t}"), i.to_string()]
     }),

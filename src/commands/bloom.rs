@@ -83,7 +83,7 @@ pub use crate::limits::{BF_MAX_CAPACITY as MAX_CAPACITY, BF_MAX_ERROR_RATE as MA
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("bf.reserve", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Creates a new Bloom Filter.", reserve),
     cmd("bf.add", 3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds an item to a Bloom Filter.", add).shared_write(add_shared),
-    cmd("bf.madd", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", madd),
+    cmd("bf.madd", -3, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", madd).shared_write(madd_shared),
     cmd("bf.insert", -4, WRITE | DENYOOM | MODULE, 1, 1, 1, "module", "1.0.0", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist.", insert),
     cmd("bf.exists", 3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether an item exists in a Bloom Filter.", exists).shared_read(exists_shared),
     cmd("bf.mexists", -3, READONLY | FAST | MODULE, 1, 1, 1, "module", "1.0.0", "Checks whether one or more items exist in a Bloom Filter.", mexists).shared_read(mexists_shared),
@@ -366,6 +366,27 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let reply = with_default_filter(ctx, &argv[1], |bf| add_all(bf, &argv[2..]))?;
     ctx.force_propagation();
+    Ok(reply)
+}
+
+/// BF.MADD under the shared lock (`shared_path`): an existing filter whose newest link has room
+/// for every item, in place. Then no add can fail, so the reply is the exclusive path's and holds
+/// no error element (those are counted in the error statistics, which only the exclusive path
+/// writes). A new key, another type, or items that may open a link: the exclusive path, before
+/// anything changed.
+fn madd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let Some(e) = db.write(&argv[1]) else {
+        return Ok(Reply::Null);
+    };
+    let Value::Bloom(bf) = e.value else {
+        return super::shared_path::defer(db);
+    };
+    let items = &argv[2..];
+    if bf.room_in_newest() < items.len() as u64 {
+        return super::shared_path::defer(db);
+    }
+    let reply = add_all(bf, items);
+    db.wrote();
     Ok(reply)
 }
 

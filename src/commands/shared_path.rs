@@ -5,8 +5,9 @@
 //! the command table:
 //! - reads: `PING`, `ECHO`, `GET`, `MGET`, `STRLEN`, `EXISTS`, `PFCOUNT`, `BF.EXISTS`,
 //!   `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`;
-//! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `CF.ADD`
-//!   and `PFADD` (a dense HLL), on a key that exists.
+//! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD`
+//!   (items that fit in the newest link), `CF.ADD` and `PFADD` (a dense HLL), on a key that
+//!   exists.
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
@@ -668,6 +669,9 @@ mod tests {
             &["SET", "ttl", "v", "EX", "1000"],
             &["PFADD", "dense", "a", "b"],
             &["PFDEBUG", "TODENSE", "dense"],
+            // Filters with room for two items: BF.MADD of more may open a link, or fail.
+            &["BF.RESERVE", "bf-small", "0.01", "2"],
+            &["BF.RESERVE", "bf-fixed", "0.01", "2", "NONSCALING"],
             &["PFADD", "sparse", "a"],
         ] {
             run(&shared, &mut c, w, now);
@@ -726,6 +730,9 @@ mod tests {
         let filter_cases: &[(&[&str], &str)] = &[
             (&["BF.ADD", "bf2", "y"], "bf2"),
             (&["BF.ADD", "bf2", "x"], "bf2"),
+            (&["BF.MADD", "bf2", "x", "z", "w", "z"], "bf2"),
+            (&["BF.MADD", "bf-small", "a", "b"], "bf-small"),
+            (&["BF.MADD", "bf-fixed", "a"], "bf-fixed"),
             (&["CF.ADD", "cf2", "y"], "cf2"),
             (&["CF.ADD", "cf2", "x"], "cf2"),
         ];
@@ -818,6 +825,12 @@ mod tests {
             &["PFADD", "s", "x"],
             // A sparse HLL may grow by a config limit.
             &["PFADD", "sparse", "b"],
+            // BF.MADD: a new key, another type, and more items than the newest link has room
+            // for (which may open a link, or fail part way: a non-scaling filter that fills).
+            &["BF.MADD", "new", "x", "y"],
+            &["BF.MADD", "s", "x"],
+            &["BF.MADD", "bf-small", "a", "b", "c"],
+            &["BF.MADD", "bf-fixed", "a", "b", "c", "d"],
         ];
         for words in cases {
             let (on_shared, mut c1, now) = setup_writes();

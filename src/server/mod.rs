@@ -82,8 +82,8 @@
 //! Every shared-path command holds its keys' stripes — a read for reading, a multi-key read all
 //! of them at once in ascending order, a write for writing — so a key's reads and writes take
 //! turns and multi-key reads stay linearizable. SET (no option), INCR/DECR/INCRBY/DECRBY, BF.ADD,
-//! CF.ADD and PFADD (dense) have such write handlers for keys that exist and no snapshot can
-//! reach; anything else (a new key, a due one, a TTL to clear, an error, keyspace events, WATCH,
+//! BF.MADD (items that fit in the newest link), CF.ADD and PFADD (dense) have such write handlers
+//! for keys that exist and no snapshot can reach; anything else (a new key, a due one, a TTL to clear, an error, keyspace events, WATCH,
 //! maxmemory, a replication stream) defers to the exclusive path before changing anything. No
 //! handler of the exclusive path changed, and no `Db` method.
 //!

@@ -1358,6 +1358,15 @@ impl ScalingBloom {
     pub fn is_nonscaling(&self) -> bool {
         self.options & OPT_NO_SCALING != 0
     }
+    /// How many more items the newest link takes before the chain must open a link (or, if
+    /// non-scaling, is full). While `n` items fit, adding them cannot fail: an add fails only when
+    /// the newest link is at capacity (`add_hashed`).
+    pub fn room_in_newest(&self) -> u64 {
+        self.links
+            .last()
+            .map_or(0, |l| l.entries.saturating_sub(l.size))
+    }
+
     /// The links, oldest first.
     pub fn links(&self) -> &[Link] {
         &self.links
