@@ -40,9 +40,8 @@
 //! - neither the dispatcher's server-state refusals (loading, a disk error, MISCONF) nor
 //!   replication's (a stale or read-only replica, min-replicas-to-write) apply;
 //! - for a write, nothing else a write touches is in use ([`open_for_writes`]): no keyspace
-//!   events at all, no WATCHed key in the database, no replication stream (a backlog, or its
-//!   subscription: replicas are fed under the exclusive lock), no `maxmemory`. The AOF may be
-//!   on (below);
+//!   events at all, no WATCHed key in the database, no `maxmemory`. The AOF and replicas may be
+//!   attached (below);
 //! - the handler answered without an error (errors are counted in INFO errorstats, a write) and
 //!   did not defer. A read defers when it meets a key that is due (reclaiming it is a write,
 //!   propagated as `DEL`) or would have to write (PFCOUNT refreshing a stale cache). A write
@@ -71,6 +70,13 @@
 //! when it counted a write, which is when the exclusive path propagates it (a PFADD that changed
 //! no register is not written). The batch's group commit (`appendfsync always`) then waits for
 //! the stream offset read after the batch, which covers every write the batch made or saw.
+//!
+//! Replicas read the same stream: the backlog is fed from it by whoever next takes the exclusive
+//! lock (`Shared::engine` moves what the stream holds into the backlog first, so INFO, WAIT, a
+//! full sync's snapshot and a replica's feed never see data without its offset), and a batch
+//! whose shared writes entered the stream wakes the replica tasks when it is done
+//! (`ClientState::fed_replicas`), which take that lock to read the backlog. The order replicas
+//! see is the stream's, as for the AOF.
 //!
 //! INFO commandstats counts shared-path commands in `Engine::shared_stats` (atomics). A run of the
 //! same command in one batch is counted once, when it ends, so many cores running `BF.EXISTS` do not
@@ -319,15 +325,18 @@ enum Attempt {
 /// `dirty` and the write stream, nothing else, so whatever else the exclusive path does for a
 /// write must have nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT
 /// TRACKING's invalidations, which ride on them), no WATCHed key in the database (a write bumps
-/// its version), no replication stream (the backlog and the replicas are fed from the stream
-/// under the exclusive lock, `Engine::pump_repl`, after every command), and no `maxmemory` (a
-/// write may have to evict first, or be refused). The AOF may be on: the write enters the stream
-/// under its stripe ([`try_shared`]).
+/// its version), and no `maxmemory` (a write may have to evict first, or be refused). The AOF
+/// and replicas may be attached: the write enters the stream under its stripe ([`try_shared`]);
+/// the next holder of the exclusive lock moves it into the backlog (`Shared::engine`), and the
+/// connection wakes the replica tasks after the batch. Only a backlog whose stream subscription
+/// does not exist yet (it is made by the first pump after the backlog) or that a replica keeps
+/// for its own sub-replicas (which Redis feeds from its primary's stream, not its clients')
+/// keeps writes exclusive.
 fn open_for_writes(shared: &Shared, engine: &Engine, db: &Db) -> bool {
     engine.store.notify_flags == 0
         && !db.has_watches()
-        && engine.repl_sub.is_none()
-        && engine.repl.backlog.is_none()
+        && (engine.repl.backlog.is_none()
+            || (engine.repl_sub.is_some() && engine.repl.master.is_none()))
         && shared.maxmemory.load(Ordering::Relaxed) == 0
 }
 
@@ -434,6 +443,7 @@ fn try_shared(
             if command.capacity() > 1 << 16 {
                 *command = Vec::new();
             }
+            client.fed_replicas |= engine.repl_sub.is_some();
         }
         if writes.0 != client.db {
             add_writes(engine, writes);
@@ -883,9 +893,28 @@ mod tests {
         let sub = shared.engine().subscribe_stream(0, None);
         assert!(run(&shared, &mut c, &write, now).1);
         shared.engine().unsubscribe_stream(sub);
-        // A replication backlog: it is fed from the stream under the exclusive lock.
+        // A replication backlog: the write enters the stream under its stripe, and the next
+        // holder of the exclusive lock finds it in the backlog, with the offset moved past it.
         shared.engine().repl.ensure_backlog(1 << 20);
-        assert!(!run(&shared, &mut c, &write, now).1);
+        let offset = shared.engine().repl.offset;
+        assert!(
+            shared.engine().repl_sub.is_some(),
+            "the first pump subscribes"
+        );
+        c.fed_replicas = false;
+        assert!(run(&shared, &mut c, &write, now).1);
+        assert!(
+            c.fed_replicas,
+            "the connection is asked to wake the replicas"
+        );
+        let engine = shared.engine();
+        let backlog = engine.repl.backlog.as_ref().expect("backlog");
+        let fed = backlog.read_from(offset + 1, usize::MAX).expect("held");
+        // The stream's first command selects the database.
+        let want = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\ns\r\n$2\r\nv2\r\n";
+        assert_eq!(fed, want, "{:?}", String::from_utf8_lossy(&fed));
+        assert_eq!(engine.repl.offset, offset + want.len() as u64);
+        drop(engine);
         shared.engine().repl.backlog = None;
         shared.engine().ensure_repl_stream();
         assert!(run(&shared, &mut c, &write, now).1);

@@ -487,8 +487,16 @@ impl Shared {
 
     /// The keyspace lock. A panic inside a handler is caught before it can poison the lock, but if
     /// one ever does, the data is still the data: recover it rather than refuse service.
+    ///
+    /// Whoever holds it exclusively finds the replication backlog and `master_repl_offset` up to
+    /// date: writes made under the shared lock leave their bytes in the write stream
+    /// (`commands::shared_path`), and they are moved into the backlog here, before anyone can
+    /// read the offset (INFO, WAIT, a full sync's snapshot, a replica's feed). Without replicas
+    /// this is one inlined test ([`Engine::pump_repl`]).
     pub fn engine(&self) -> RwLockWriteGuard<'_, Engine> {
-        self.engine.write().unwrap_or_else(|p| p.into_inner())
+        let mut engine = self.engine.write().unwrap_or_else(|p| p.into_inner());
+        engine.pump_repl();
+        engine
     }
 
     /// The keyspace lock, shared: for the read-only commands' shared path only (nothing under it

@@ -316,12 +316,16 @@ pub async fn serve(
                     if engine.engine().pubsub.is_subscriber(handle.id) {
                         class_limit = obuf_limits.pubsub;
                     }
-                    // A batch that kept the shared lock wrote nothing and tracked nothing.
+                    // A batch that kept the shared lock tracked nothing, and its writes are in
+                    // the write stream: the replica tasks move them into the backlog.
                     if let Some(engine) = engine.exclusive_mut().filter(|_| !shut_down_now) {
                         super::replica::notify_fed(&shared, engine);
                         // BCAST invalidations go out once per round, as Redis sends them before
                         // sleeping.
                         engine.pubsub.broadcast_invalidations(&shared);
+                    }
+                    if std::mem::take(&mut client.fed_replicas) {
+                        super::replica::wake_replicas(&shared);
                     }
                     // Reads too: a read that saw a write not yet on disk waits for it like the
                     // writer (under `appendfsync always`).

@@ -83,9 +83,9 @@
 //! of them at once in ascending order, a write for writing — so a key's reads and writes take
 //! turns and multi-key reads stay linearizable. SET (no option), INCR/DECR/INCRBY/DECRBY, BF.ADD,
 //! BF.MADD (items that fit in the newest link), CF.ADD and PFADD (dense) have such write handlers
-//! for keys that exist and no snapshot can reach; anything else (a new key, a due one, a TTL to clear, an error, keyspace events, WATCH,
-//! maxmemory, a replication stream) defers to the exclusive path before changing anything. No
-//! handler of the exclusive path changed, and no `Db` method.
+//! for keys that exist and no snapshot can reach; anything else (a new key, a due one, a TTL to
+//! clear, an error, keyspace events, WATCH, maxmemory) defers to the exclusive path before
+//! changing anything. No handler of the exclusive path changed, and no `Db` method.
 //!
 //! The AOF does not close the path: the write stream sits behind a mutex
 //! (`engine::propagate::StreamCell`) that only shared writers take, each appending its encoded
@@ -96,10 +96,20 @@
 //! batch, as before. The mutex is a serial part of its own: one encoded command copied into the
 //! AOF's buffer per write, ~0.1–0.3 µs (`BENCH_STREAM=1` below).
 //!
-//! Still exclusive: writes that add or remove keys (so SET of fresh keys), multi-key writes,
-//! MULTI/EXEC, and every write while this server feeds replicas: the backlog is filled from the
-//! stream under the exclusive lock after every command (`Engine::pump_repl`). The same mutex
-//! could cover that feed (the backlog and the replicas' outboxes moved behind it); not built.
+//! Nor do replicas (2026-12-06): shared writes leave their bytes in the stream, and
+//! `Shared::engine`, the only way to the exclusive lock, moves what the stream holds into the
+//! backlog before handing the lock out (`Engine::pump_repl`, one inlined test without replicas).
+//! So every holder of the exclusive lock — a replica task reading the backlog, WAIT, INFO, a full
+//! sync taking its snapshot and offset in one critical section — sees the backlog and
+//! `master_repl_offset` agree with the data: no write is in a snapshot without its offset (it
+//! would be applied twice) or in the offset without the backlog. A batch whose shared writes
+//! entered the stream wakes the replica tasks when it ends (`replica::wake_replicas`). Tested
+//! by `tests/replication.rs`'s full sync under pipelined INCRs from two clients, which fails
+//! without the pump. A replica's own backlog (kept for its sub-replicas, fed by its primary)
+//! still closes the path to its clients' writes.
+//!
+//! Still exclusive: writes that add or remove keys (so SET of fresh keys), multi-key writes and
+//! MULTI/EXEC.
 //!
 //! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
 //! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (README,

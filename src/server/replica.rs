@@ -498,6 +498,13 @@ pub fn notify_fed(shared: &Shared, engine: &mut crate::engine::Engine) {
     }
 }
 
+/// Wakes the replica tasks for writes made under the shared lock: their bytes are still in the
+/// write stream, and a task moves them into the backlog when it takes the keyspace lock
+/// (`Shared::engine`) to read it.
+pub fn wake_replicas(shared: &Shared) {
+    shared.repl_fed.send_modify(|_| {});
+}
+
 /// Once a second from the server cron: PING the replicas every `repl-ping-replica-period`
 /// (through the stream, so it counts in the offset) and free a backlog idle for
 /// `repl-backlog-ttl`.
