@@ -1305,6 +1305,70 @@ mod tests {
         }
     }
 
+    /// The table against the plain definition: the first registered command whose name equals
+    /// the bytes ignoring ASCII case. Arbitrary bytes, registered names with one byte changed
+    /// (where a `| 0x20` fold or a shared first and last eight bytes could mislead the slot),
+    /// one byte longer or shorter (the words pad with zeros), and cased at random.
+    #[test]
+    fn table_agrees_with_a_linear_search() {
+        use proptest::prelude::*;
+        let t = table();
+        let linear = |name: &[u8]| {
+            t.all()
+                .iter()
+                .position(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+        };
+        let names: Vec<&'static str> = t.all().iter().map(|s| s.name).collect();
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 4096,
+            ..ProptestConfig::default()
+        });
+        let strategy = (
+            0..names.len(),
+            any::<u64>(),
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 0..40),
+            0..5u8,
+        );
+        runner
+            .run(&strategy, |(which, case_bits, byte, random, kind)| {
+                let name: Vec<u8> = match kind {
+                    0 => random,
+                    1 => {
+                        let mut n = names[which].as_bytes().to_vec();
+                        let at = (case_bits as usize) % n.len();
+                        n[at] = byte;
+                        n
+                    }
+                    // One byte longer (a zero byte pads the same words) or shorter.
+                    2 => {
+                        let mut n = names[which].as_bytes().to_vec();
+                        n.push(byte);
+                        n
+                    }
+                    3 => {
+                        let n = names[which].as_bytes();
+                        n[..n.len() - 1].to_vec()
+                    }
+                    _ => names[which]
+                        .bytes()
+                        .enumerate()
+                        .map(|(i, b)| {
+                            if case_bits >> (i % 64) & 1 == 1 {
+                                b.to_ascii_uppercase()
+                            } else {
+                                b
+                            }
+                        })
+                        .collect(),
+                };
+                let got = t.get(&name).map(|(i, _)| i);
+                prop_assert_eq!(got, linear(&name), "{:?}", String::from_utf8_lossy(&name));
+                Ok(())
+            })
+            .unwrap();
+    }
+
     /// Every registered name is found in any case, at its own index; near misses are not.
     #[test]
     fn table_finds_every_command_in_any_case() {
