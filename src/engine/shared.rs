@@ -381,9 +381,11 @@ impl ReplKnobs {
 /// Everything connections share. Held in an `Arc`.
 pub struct Shared {
     pub config: RwLock<Config>,
-    /// The keyspace lock: exclusive for every command but the few read-only ones that have a
-    /// shared-lock path (`commands::shared_path`), which run side by side on all cores.
-    pub engine: RwLock<Engine>,
+    /// The keyspace lock: exclusive for every command but those with a shared-lock path (reads,
+    /// and writes in place: `commands::shared_path`), which run side by side on all cores.
+    /// Private: the exclusive lock is reached only through [`Shared::engine`], which brings the
+    /// replication backlog up to date first.
+    engine: RwLock<Engine>,
     pub clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
     pub next_client_id: AtomicU64,
     pub stats: Stats,
