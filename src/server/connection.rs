@@ -316,16 +316,13 @@ pub async fn serve(
                     if engine.engine().pubsub.is_subscriber(handle.id) {
                         class_limit = obuf_limits.pubsub;
                     }
-                    // A batch that kept the shared lock tracked nothing, and its writes are in
-                    // the write stream: the replica tasks move them into the backlog.
+                    // A batch that kept the shared lock tracked nothing; its writes wait in the
+                    // write stream (woken for below, once the lock is let go).
                     if let Some(engine) = engine.exclusive_mut().filter(|_| !shut_down_now) {
                         super::replica::notify_fed(&shared, engine);
                         // BCAST invalidations go out once per round, as Redis sends them before
                         // sleeping.
                         engine.pubsub.broadcast_invalidations(&shared);
-                    }
-                    if std::mem::take(&mut client.fed_replicas) {
-                        super::replica::wake_replicas(&shared);
                     }
                     // Reads too: a read that saw a write not yet on disk waits for it like the
                     // writer (under `appendfsync always`).
@@ -333,6 +330,12 @@ pub async fn serve(
                     drop(engine);
                     (aof_upto, done, shut_down_now)
                 };
+                // Shared-path writes entered the replication stream: the replica tasks take the
+                // exclusive lock, which moves them into the backlog (`Shared::engine`). Woken
+                // after the lock is let go, so none of them wakes only to wait for this batch.
+                if std::mem::take(&mut client.fed_replicas) {
+                    super::replica::wake_replicas(&shared);
+                }
                 if shut_down_now {
                     requests.clear();
                     close_after = true;
