@@ -605,10 +605,10 @@ impl Pages {
 // Links
 // ---------------------------------------------------------------------------------------------
 
-/// Probe bits [`Link::check_head_first`] reads before it tests any of them.
-const CHECK_HEAD: usize = 4;
+/// Probe bits [`Link::holds`] reads before it tests any of them.
+const CHECK_HEAD: usize = 3;
 
-/// Links up to this size are checked head first ([`ScalingBloom::any_link_holds`]).
+/// Links up to this size are checked head first ([`Link::holds`]).
 const CHECK_HEAD_MAX_BYTES: u64 = 2 << 20;
 
 /// One plain Bloom filter of a chain. Field meanings are bloom.md §1's.
@@ -772,26 +772,33 @@ impl Link {
         true
     }
 
-    /// [`Link::check`] that reads the first [`CHECK_HEAD`] bits without a branch between them
-    /// and tests them once; the rest, read only when those are all set, stop at the first clear
-    /// one. See [`ScalingBloom::any_link_holds`] for when it pays. The head is a fixed-size
-    /// array and a flat link's bytes are matched once, so the four reads are straight-line code
-    /// (issue 15: a loop over `get_bit` cost ~60 instructions a link more than early exit).
+    /// Whether all `k` probe bits of `(a, b)` are set, for a lookup: a link up to
+    /// [`CHECK_HEAD_MAX_BYTES`] reads its first [`CHECK_HEAD`] bits without a branch between them
+    /// and tests them once, and the rest, read only when those are all set, stop at the first
+    /// clear one; a larger link is [`Link::check`]ed. See [`ScalingBloom::any_link_holds`] for
+    /// why. The head is a fixed-size array and a flat link's bytes are matched once, so its
+    /// reads are straight-line code (issue 15: a loop over `get_bit` cost ~60 instructions a link
+    /// more than early exit).
     #[inline]
-    fn check_head_first(&self, a: u64, b: u64) -> bool {
+    fn holds(&self, a: u64, b: u64) -> bool {
+        let flat = match &self.data {
+            PagedBits::Flat(bytes) => Some(bytes),
+            PagedBits::Paged(pg) if pg.len <= CHECK_HEAD_MAX_BYTES => None,
+            PagedBits::Paged(_) => return self.check(a, b),
+        };
         if self.hashes < CHECK_HEAD as u32 {
             return self.check(a, b);
         }
         let mut probes = self.modulus.probes(a, b);
         let head: [u64; CHECK_HEAD] = std::array::from_fn(|_| probes.next_bit());
-        let all = match &self.data {
-            PagedBits::Flat(bytes) => {
+        let all = match flat {
+            Some(bytes) => {
                 // Probe bits are below `m ≤ bits`, so in bounds; `get` turns that unproven fact
                 // into a read of 0 rather than a panic path.
                 let bit = |x: u64| bytes.get((x >> 3) as usize).map_or(0, |&v| v >> (x & 7));
                 head.iter().fold(1, |all, &x| all & bit(x)) & 1 != 0
             }
-            paged => head.iter().fold(true, |all, &x| all & paged.get_bit(x)),
+            None => head.iter().fold(true, |all, &x| all & self.data.get_bit(x)),
         };
         if !all {
             return false;
@@ -1136,32 +1143,31 @@ impl ScalingBloom {
 
     /// Whether any of `links` holds the item hashed to `(a, b)`, newest link first.
     ///
-    /// A link up to [`CHECK_HEAD_MAX_BYTES`] is checked head first ([`Link::check_head_first`]):
-    /// its first four bits are read before any is tested. About half the bits of a link built
-    /// to its rate are set, so "is this bit set" is a coin toss the branch predictor loses half
-    /// the time, and a stranger, turned away at the first or second probe of each link, paid a
-    /// misprediction or more per link. Four bits tested at once say "no" 15 times in 16, which
+    /// Each link is asked with [`Link::holds`], which for a link up to [`CHECK_HEAD_MAX_BYTES`]
+    /// reads its first three bits before it tests any. About half the bits of a link built to
+    /// its rate are set, so "is this bit set" is a coin toss the branch predictor loses half the
+    /// time, and a stranger, turned away at the first or second probe of each link, paid a
+    /// misprediction or more per link. Three bits tested at once say "no" 7 times in 8, which
     /// the predictor gets right. Issue 15, `taskset -c 1 cargo bench --bench bloom -- links_x`,
-    /// absent items, early exit → head first: 1 link 23.9 → 21.5 ns, 13 links grown ×2 from 100
-    /// (2 MB) 432 → 306, 12 links of 1 000 (the load benchmark's "12 links") 243 → 114; adds
-    /// to those chains check the older links first and went 549 → 449 and 473 → 298.
-    /// A larger link is checked bit by bit: its probes are cache misses, and waiting for four
-    /// of them costs more than the misprediction. The limit comes from a sweep of one-link
-    /// filters half full (3 M distinct absent items, pinned; early exit against head first):
-    /// equal from 0.4 to 3.6 MB (61 against 61–63 ns), worse at 6 MB (66 against 76) and 8.4 MB
-    /// (100 against 169).
+    /// absent items, early exit → head first: 1 link 23.9 → 17.7 ns, 13 links grown ×2 from 100
+    /// (2 MB) 432 → 308, 12 links of 1 000 (the load benchmark's "12 links") 243 → 126; adds to
+    /// those chains ask the older links first and went 549 → 432 and 473 → 297. A head of four
+    /// was as fast (three alternating runs: 1 link 20.5 against 18.0 ns, 12 links 115 against
+    /// 117) for ~200 more instructions a 12-link lookup; a head of two left half the gain
+    /// (pinned load benchmark, server CPU per request: early exit 0.80, two 0.73, three 0.70,
+    /// four 0.67 µs, the 10 ms ticks ±0.03).
+    ///
+    /// A larger link is checked bit by bit: its probes are cache misses, and waiting for more of
+    /// them costs more than the misprediction. The limit comes from a sweep of one-link filters
+    /// half full (3 M distinct absent items, pinned, head of four; early exit against head
+    /// first): equal from 0.4 to 3.6 MB (61 against 61–63 ns), worse at 6 MB (66 against 76) and
+    /// 8.4 MB (100 against 169).
     ///
     /// The gain needs distinct items: a benchmark that cycles through a few thousand lets the
     /// predictor learn each item's answers, and early exit then looks cheaper than it is.
     #[inline]
     fn any_link_holds(links: &[Link], a: u64, b: u64) -> bool {
-        links.iter().rev().any(|l| {
-            if l.bytes() <= CHECK_HEAD_MAX_BYTES {
-                l.check_head_first(a, b)
-            } else {
-                l.check(a, b)
-            }
-        })
+        links.iter().rev().any(|l| l.holds(a, b))
     }
 
     /// Whether `item` may have been added (no false negatives).
