@@ -180,12 +180,17 @@ class Server:
         m = re.search(r"redis_version:(\S+)", info)
         return m.group(1) if m else "?"
 
-    def cpu_seconds(self) -> float:
-        """utime + stime of the server process (all threads), from /proc/PID/stat."""
+    def cpu_times(self) -> tuple[float, float]:
+        """(utime, stime) of the server process (all threads) in seconds, from /proc/PID/stat."""
         with open(f"/proc/{self.proc.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the server process (all threads)."""
+        return sum(self.cpu_times())
 
     def stop(self, timeout: float = 10) -> None:
         if self.proc.poll() is None:
@@ -381,12 +386,13 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
     return 0
 
 
-def run_rounds(args, servers, pipelines, loads=None):
+def run_rounds(args, servers, pipelines, loads=None, split=None):
     """Runs every test on every server that has its commands, `args.rounds` times, the server
     order rotating each round (with two servers: alternating), so a burst of load from elsewhere
     hits every column alike. Returns the tests, per server the tests it has, and
     (server, pipeline, label) -> [rps] and -> [server CPU µs per request]; `loads`, if given,
-    collects the load average at each run per (pipeline, label)."""
+    collects the load average at each run per (pipeline, label); `split`, if given, collects
+    (server, pipeline, label) -> [(user µs, system µs) per request]."""
     tests = tests_for(args)
     ok = {s.name: [t for t in tests if all(has_command(s.port, c) for c in t[2])] for s in servers}
     results: dict[tuple[str, int, str], list[float]] = {}
@@ -404,12 +410,16 @@ def run_rounds(args, servers, pipelines, loads=None):
                         continue
                     if loads is not None:
                         loads.setdefault((pipeline, label), []).append(os.getloadavg()[0])
-                    before = s.cpu_seconds()
+                    user0, sys0 = s.cpu_times()
                     got = benchmark(args.redis_benchmark, s.port, args, pipeline, extra)
-                    spent = s.cpu_seconds() - before
+                    user1, sys1 = s.cpu_times()
+                    spent = (user1 - user0) + (sys1 - sys0)
                     for _name, rps in got.items():
                         results.setdefault((s.name, pipeline, label), []).append(rps)
                         cpu.setdefault((s.name, pipeline, label), []).append(spent / args.requests * 1e6)
+                        if split is not None:
+                            split.setdefault((s.name, pipeline, label), []).append(
+                                ((user1 - user0) / args.requests * 1e6, (sys1 - sys0) / args.requests * 1e6))
     return tests, ok, results, cpu
 
 
@@ -532,7 +542,8 @@ def main() -> int:
         for s in servers:
             prepare(s)
         started = time.monotonic()
-        tests, ok, results, cpu = run_rounds(args, servers, pipelines)
+        split: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+        tests, ok, results, cpu = run_rounds(args, servers, pipelines, split=split)
         elapsed = time.monotonic() - started
 
         print()
@@ -557,6 +568,7 @@ def main() -> int:
                 vs = f"{hc / ping:.2f}×" if hc and ping else "—"
                 print(f"| {label} | {pipeline} | {fmt(hm)} | {fmt(rm)} | {ratio} | {fmt(hc, '{:.2f}')} | "
                       f"{fmt(rc, '{:.2f}')} | {cratio} | {vs} |")
+        print_floor(tests, pipelines, split)
         skipped = [t[0] for t in tests if t not in ok["hyperbloom"]]
         if skipped:
             print(f"\nnot run on hyperbloom (command missing): {', '.join(skipped)}")
@@ -564,6 +576,28 @@ def main() -> int:
     finally:
         for s in servers:
             s.stop()
+
+
+def print_floor(tests, pipelines, split) -> None:
+    """The kernel's floor (issue 15, target 1): each server's CPU per request split into user and
+    system time (medians of each), and the CPU ratio hyperbloom would reach if its own userspace
+    cost nothing, `redis total / hyperbloom system`. Where that ceiling is below a target, the
+    target is beyond what any userspace change can reach while the kernel's share stays as is."""
+    print()
+    print("Server CPU per request split into user and system time (medians, µs), and the ceiling: "
+          "the redis/hb CPU ratio with hyperbloom's userspace at zero (redis total / hb system).")
+    print()
+    print("| test | -P | hb user | hb system | redis user | redis system | ceiling |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for pipeline in pipelines:
+        for label, _, _ in tests:
+            hs, rs = split.get(("hyperbloom", pipeline, label)), split.get(("redis", pipeline, label))
+            if not hs or not rs:
+                continue
+            hu, hk = statistics.median(u for u, _ in hs), statistics.median(k for _, k in hs)
+            ru, rk = statistics.median(u for u, _ in rs), statistics.median(k for _, k in rs)
+            ceiling = f"{(ru + rk) / hk:.2f}" if hk else "—"
+            print(f"| {label} | {pipeline} | {hu:.2f} | {hk:.2f} | {ru:.2f} | {rk:.2f} | {ceiling} |")
 
 
 if __name__ == "__main__":
