@@ -648,20 +648,22 @@ proptest! {
     }
 
     /// Reading the head's bits before testing them answers as the bit-by-bit check does, on
-    /// links from empty to overfull (and with fewer hashes than the head, via a loose rate).
+    /// links from empty to overfull, flat (1 000 items) and paged (20 000), and with fewer
+    /// hashes than the head (a loose rate).
     #[test]
     fn head_first_check_agrees_with_the_plain_check(
-        fill in 0u64..1500,
+        (capacity, fill) in prop_oneof![(Just(1000u64), 0u64..1500), (Just(20_000u64), 0u64..30_000)],
         rate in prop_oneof![Just(0.01f64), Just(0.3f64), Just(0.0001f64)],
         pairs in proptest::collection::vec((any::<u64>(), any::<u64>()), 1..200),
     ) {
-        let mut bf = ScalingBloom::create(1000, rate, 1, true).unwrap();
+        let mut bf = ScalingBloom::create(capacity, rate, 1, true).unwrap();
         // A non-scaling link refuses adds past its capacity; only the accepted are in it.
         let added: Vec<Vec<u8>> = (0..fill)
             .map(|i| format!("item:{i}").into_bytes())
             .filter(|item| bf.add(item).is_ok())
             .collect();
         let link = &bf.links()[0];
+        prop_assert_eq!(matches!(link.data, PagedBits::Paged(_)), capacity > 1000);
         for (a, b) in pairs {
             prop_assert_eq!(link.holds(a, b), link.check(a, b));
         }
