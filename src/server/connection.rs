@@ -415,11 +415,13 @@ pub async fn serve(
                 // asleep and wakes it: an IPI, which in this VM was 14 % of our CPU on a
                 // 10-item BF.MEXISTS (perf, cpu-clock: `_raw_spin_unlock_irqrestore` under
                 // `sock_def_readable`) against 1.3 % of Redis's. Issue 15, pinned, 50 clients,
-                // -P 16, same run: BF.MADD (10 items) 2.68 -> 2.35 us of server CPU per
-                // request, PING 0.62 -> 0.58, PFADD 0.67 -> 0.63, the rest within the ticks'
-                // noise; one client: PING 1.33 -> 1.37 (the extra poll), BF.MADD 3.57 -> 3.43.
-                // A single request (-P 1) is answered at once: there the extra poll is a system
-                // call per request.
+                // -P 16, four same-run A/Bs: BF.MADD (10 items) 2.68 -> 2.35, 2.74 -> 2.34 and
+                // 2.69 -> 2.41 us of server CPU per request; PING 0.62 -> 0.58, 0.64 -> 0.72,
+                // 0.62 -> 0.67 and 0.62 -> 0.59, PFCOUNT and the rest both ways within the
+                // ticks' noise; one client: PING 1.33 -> 1.37 (the extra poll), BF.MADD 3.57 ->
+                // 3.43. Waiting only after a batch that ran 10 us or more kept less of BF.MADD's
+                // gain (2.58) in the one run tried. A single request (-P 1) is answered at once:
+                // there the extra poll is a system call per request.
                 tokio::task::yield_now().await;
             }
             if !limited {
