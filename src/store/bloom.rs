@@ -763,13 +763,14 @@ impl Link {
     /// Whether all `k` probe bits of `(a, b)` are set. Stops at the first clear bit.
     #[inline]
     fn check(&self, a: u64, b: u64) -> bool {
-        let mut probes = self.modulus.probes(a, b);
-        for _ in 0..self.hashes {
-            if !self.data.get_bit(probes.next_bit()) {
-                return false;
-            }
-        }
-        true
+        self.rest_set(&mut self.modulus.probes(a, b), 0)
+    }
+
+    /// Whether probes `from..k` of `probes` (positioned at probe `from`) are all set, stopping
+    /// at the first clear one: [`Link::check`] from probe 0, [`Link::holds`] after its head.
+    #[inline]
+    fn rest_set(&self, probes: &mut Probes, from: u32) -> bool {
+        (from..self.hashes).all(|_| self.data.get_bit(probes.next_bit()))
     }
 
     /// Whether all `k` probe bits of `(a, b)` are set, for a lookup: a link up to
@@ -801,15 +802,7 @@ impl Link {
             }
             None => head.iter().fold(true, |all, &x| all & self.data.get_bit(x)),
         };
-        if !all {
-            return false;
-        }
-        for _ in CHECK_HEAD as u32..self.hashes {
-            if !self.data.get_bit(probes.next_bit()) {
-                return false;
-            }
-        }
-        true
+        all && self.rest_set(&mut probes, CHECK_HEAD as u32)
     }
 
     /// Sets all `k` probe bits; answers whether any was clear (the item is new to this link).
