@@ -188,3 +188,115 @@ fn mixed_pipelines_answer_as_one_by_one() {
         );
     }
 }
+
+/// Sends `commands` pipelined, `BATCH` at a time, and checks every reply.
+fn pipeline(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) {
+    for chunk in commands.chunks(BATCH) {
+        let mut out = Vec::new();
+        for (argv, _) in chunk {
+            let argv: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
+            out.extend(encode_command(&argv));
+        }
+        c.send_raw(&out);
+        for (argv, want) in chunk {
+            let got = c.read_reply();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(want),
+                "{argv:?}"
+            );
+        }
+    }
+}
+
+/// Keys added under the shared lock (`store::keytable::KeyTable::insert_shared`, on with the
+/// test server's two worker threads): four connections pipeline SETs and INCRs of new keys into
+/// a table big enough for them to stay shared, while a fifth takes BGSAVE snapshots. Every key
+/// must be there, once, with its value; DBSIZE, KEYS and the RDB must all count them.
+#[test]
+fn new_keys_from_many_connections_are_all_kept_and_counted() {
+    const FILL: usize = 40_000;
+    const PER_CONN: usize = 10_000;
+    const CONNS: usize = 4;
+    let dir = common::tempdir("shared-inserts");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let server = common::start_with(&["--dir", &dir_arg, "--enable-debug-command", "yes"]);
+    let mut setup = server.raw();
+    let fill: Vec<(Vec<String>, Vec<u8>)> = (0..FILL)
+        .map(|i| {
+            let argv = vec!["SET".into(), format!("fill:{i}"), "x".into()];
+            (argv, b"+OK\r\n".to_vec())
+        })
+        .collect();
+    pipeline(&mut setup, &fill);
+    let writers: Vec<_> = (0..CONNS)
+        .map(|t| {
+            let mut c = server.raw();
+            std::thread::spawn(move || {
+                let commands: Vec<(Vec<String>, Vec<u8>)> = (0..PER_CONN)
+                    .flat_map(|i| {
+                        [
+                            (
+                                vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
+                                b"+OK\r\n".to_vec(),
+                            ),
+                            (
+                                vec!["INCRBY".into(), format!("c:{t}:{i}"), "5".into()],
+                                b":5\r\n".to_vec(),
+                            ),
+                        ]
+                    })
+                    .collect();
+                pipeline(&mut c, &commands);
+            })
+        })
+        .collect();
+    let snapshots = {
+        let mut c = server.raw();
+        std::thread::spawn(move || {
+            for _ in 0..5 {
+                let reply = c.cmd_str(&["BGSAVE"]);
+                assert!(
+                    reply.starts_with(b"+"),
+                    "{}",
+                    String::from_utf8_lossy(&reply)
+                );
+                while common::persistence_field(&mut c, "rdb_bgsave_in_progress") == "1" {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    for w in writers {
+        w.join().expect("writer");
+    }
+    snapshots.join().expect("snapshots");
+    let want = FILL + 2 * CONNS * PER_CONN;
+    assert_eq!(
+        setup.cmd_str(&["DBSIZE"]),
+        format!(":{want}\r\n").into_bytes()
+    );
+    let keys = setup.cmd_str(&["KEYS", "*"]);
+    assert!(
+        keys.starts_with(format!("*{want}\r\n").as_bytes()),
+        "KEYS counts every key"
+    );
+    for t in 0..CONNS {
+        for i in (0..PER_CONN).step_by(53) {
+            let v = i.to_string();
+            let want = format!("${}\r\n{v}\r\n", v.len()).into_bytes();
+            assert_eq!(setup.cmd_str(&["GET", &format!("k:{t}:{i}")]), want);
+            assert_eq!(
+                setup.cmd_str(&["GET", &format!("c:{t}:{i}")]),
+                b"$1\r\n5\r\n"
+            );
+        }
+    }
+    // A save after the inserts holds every key: reloaded, the count is the same.
+    assert_eq!(setup.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(
+        setup.cmd_str(&["DBSIZE"]),
+        format!(":{want}\r\n").into_bytes()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

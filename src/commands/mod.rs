@@ -653,6 +653,7 @@ pub fn prefetch_keys<'a>(
             .clone()
             .filter_map(|argv| argv.get(1))
             .map(|key| &key[..]),
+        engine.store.shared_inserts.then_some(&engine.store.stripes),
     );
     // A pipeline mostly hits one filter: its lookup is reused while the key repeats (a lookup
     // per request was ~100 of a pipelined CF.ADD's ~3,000 instructions, filter big or small).

@@ -7,7 +7,9 @@
 //!   `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`;
 //! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD`
 //!   (items that fit in the newest link), `CF.ADD` and `PFADD` (a dense HLL), on a key that
-//!   exists.
+//!   exists;
+//! - and on a multi-thread runtime, new keys: `SET` (no option) and `INCR`, `DECR`, `INCRBY`,
+//!   `DECRBY` of a key that does not exist (below, "Keys added under the shared lock").
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
@@ -15,8 +17,9 @@
 //! exist), and where counters, filters and HLLs that already exist are fed.
 //!
 //! # What the shared lock lets change: values, under stripes
-//! Under the shared lock the table's *structure* is frozen: no key is added or removed, no TTL
-//! changes, no segment is copied, so every entry stays where it is. A value may change in place,
+//! Under the shared lock the table's *structure* is frozen: no key is removed, no TTL changes, no
+//! segment is copied or split, so every entry stays where it is (a key may be added to a segment
+//! under its stripe, below). A value may change in place,
 //! and only under its key's stripe lock (`store::db::Stripes`: 256 `RwLock<()>`s, a key's stripe
 //! chosen by its hash). A command on the shared path first takes the stripes of its keys (by the
 //! command table's key positions), ascending, for writing if it is a write and for reading
@@ -28,6 +31,23 @@
 //! The exclusive path takes no stripe: holding the keyspace lock exclusively, it excludes
 //! everyone who could hold one. `commands::prefetch_keys`, which looks at filters under the
 //! shared lock, holds their stripe for reading too.
+//!
+//! # Keys added under the shared lock
+//! A key's stripe is the low bits of its key-table segment index (`store::keytable::stripe_of`),
+//! so once the table has 256 segments (about 32k keys) every key of a segment is in one stripe,
+//! and holding that stripe for writing excludes everyone who could look into the segment on the
+//! shared path. There, and only there, a write may add a key
+//! ([`SharedDb::write_or_vacant`](crate::store::db::SharedDb::write_or_vacant)): the segment's
+//! hash table may grow, but the segment list, the other segments and every `Arc` stay as they
+//! are. It defers instead when no snapshot may see the change (a save holds the segment), when
+//! the table is due for more segments than a slack of 1/16 allows (splits are the exclusive
+//! path's), or below 32k keys. The key count is added once per batch, before the lock is let go,
+//! so the exclusive lock always sees it exact. One more reader has to hold stripes then: the
+//! batch prefetch, which walks the segments of the batch's keys before the commands run
+//! (`Db::prefetch`). That costs a lock per prefetched key, which a single-threaded server would
+//! pay for nothing: inserts under the shared lock are on only with a multi-thread runtime
+//! (`store::db::Store::shared_inserts`, set by `server`). Deletions, TTLs and writes that
+//! replace a value's type through an option still take the exclusive lock.
 //!
 //! # When a command may take the shared path
 //! Only when it would do nothing on the exclusive path that the shared one cannot
@@ -45,7 +65,7 @@
 //! - the handler answered without an error (errors are counted in INFO errorstats, a write) and
 //!   did not defer. A read defers when it meets a key that is due (reclaiming it is a write,
 //!   propagated as `DEL`) or would have to write (PFCOUNT refreshing a stale cache). A write
-//!   defers when its key is missing (adding it changes the table), due, in a block a snapshot
+//!   defers when its key is missing (unless it can be added, above), due, in a block a snapshot
 //!   can still reach (unsharing it changes the table), of another type, or when its change
 //!   cannot be made in place (SET clearing a TTL, an INCR that overflows, a filter that is full,
 //!   a sparse HLL); it decides that before it changes anything.
@@ -109,9 +129,10 @@ pub enum EngineLock<'a> {
         guard: RwLockReadGuard<'a, Engine>,
         /// The commands of the current run of one command, not yet counted.
         run: Option<StatRun>,
-        /// Writes made on the shared path, not yet added to their database's `dirty`: (database,
-        /// count), added when the database changes or the lock is let go.
-        writes: (usize, u64),
+        /// Writes made on the shared path, not yet added to their database's `dirty` (and keys
+        /// added, not yet to its key count): added when the database changes or the lock is let
+        /// go.
+        writes: BatchWrites,
         /// The table lookup `for_batch` made of the batch's first request, for its dispatch.
         first: Option<FirstLookup>,
     },
@@ -173,7 +194,7 @@ impl<'a> EngineLock<'a> {
             EngineLock::Shared {
                 guard: shared.engine_shared(),
                 run: None,
-                writes: (0, 0),
+                writes: BatchWrites::default(),
                 first,
             }
         } else {
@@ -285,13 +306,32 @@ impl Drop for EngineLock<'_> {
     }
 }
 
-/// Adds a batch's shared-path writes to their database's `dirty` (`Store::db` folds them in).
-fn add_writes(engine: &Engine, writes: &mut (usize, u64)) {
-    if writes.1 != 0 {
-        if let Some(db) = engine.store.dbs.get(writes.0) {
-            db.shared_dirty.0.fetch_add(writes.1, Ordering::Relaxed);
+/// A batch's shared-path writes to one database, not yet counted there.
+#[derive(Default)]
+pub struct BatchWrites {
+    db: usize,
+    /// Writes, for `dirty`.
+    writes: u64,
+    /// Keys added, for the key count.
+    inserted: usize,
+}
+
+/// Adds a batch's shared-path writes to their database's `dirty` (`Store::db` folds them in),
+/// and the keys it added to the database's key count. Once per batch, not per write: the
+/// counters are one cache line each that every core's writes would otherwise pass around. Done
+/// before the shared lock is let go, so every holder of the exclusive lock sees exact counts;
+/// under the shared lock they may lag by the batches running (`KeyTable::can_insert_shared`
+/// allows for that).
+fn add_writes(engine: &Engine, writes: &mut BatchWrites) {
+    if writes.writes != 0 || writes.inserted != 0 {
+        if let Some(db) = engine.store.dbs.get(writes.db) {
+            db.shared_dirty
+                .0
+                .fetch_add(writes.writes, Ordering::Relaxed);
+            db.add_shared_inserts(writes.inserted);
         }
-        writes.1 = 0;
+        writes.writes = 0;
+        writes.inserted = 0;
     }
 }
 
@@ -361,7 +401,7 @@ fn try_shared(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
-    writes: &mut (usize, u64),
+    writes: &mut BatchWrites,
     client: &mut ClientState,
     argv: &[Bytes],
     now_ms: u64,
@@ -390,7 +430,12 @@ fn try_shared(
     }
     // As `execute`: a batch's command starts when the previous one ended.
     let started = client.cmd_clock.unwrap_or_else(mono_ns);
-    let mut view = db.shared_view(&engine.store.stripes, now_ms, client.prefetched.addresses());
+    let mut view = db.shared_view(
+        &engine.store.stripes,
+        now_ms,
+        client.prefetched.addresses(),
+        engine.store.shared_inserts,
+    );
     // The last key's position, counted from the end when negative (PFCOUNT, MGET, EXISTS).
     let last = match spec.last_key {
         l if l < 0 => argv.len() as i32 + l,
@@ -445,11 +490,12 @@ fn try_shared(
             }
             client.fed_replicas |= engine.repl_sub.is_some();
         }
-        if writes.0 != client.db {
+        if writes.db != client.db {
             add_writes(engine, writes);
-            writes.0 = client.db;
+            writes.db = client.db;
         }
-        writes.1 += view.writes();
+        writes.writes += view.writes();
+        writes.inserted += view.inserted();
     }
     drop(view);
     let ended = mono_ns();
@@ -1085,6 +1131,173 @@ mod tests {
         // a write, so at least two).
         let dirty = shared.engine().store.dirty();
         assert!(dirty >= 2 * n as u64, "dirty {dirty}");
+    }
+
+    /// `setup_writes()` with inserts under the shared lock on, as on a multi-thread runtime, and
+    /// enough keys (40k) for a segment's keys to share a stripe, where they may be added there.
+    fn setup_inserts() -> (Arc<Shared>, ClientState, u64) {
+        let (shared, c, now) = setup_writes();
+        let mut e = shared.engine();
+        e.store.shared_inserts = true;
+        let db = &mut e.store.dbs[0];
+        for i in 0..40_000 {
+            db.insert(format!("fill:{i}"), crate::store::Value::str(b"x"));
+        }
+        drop(e);
+        (shared, c, now)
+    }
+
+    #[test]
+    fn new_keys_are_added_on_the_shared_path_and_leave_what_the_exclusive_path_leaves() {
+        let (on_shared, mut c1, now) = setup_inserts();
+        let (on_exclusive, mut c2, _) = setup_inserts();
+        let cases: &[(&[&str], &str)] = &[
+            (&["SET", "new-s", "value"], "new-s"),
+            (&["SET", "new-int", "12345"], "new-int"),
+            (&["SET", "new-long", &"x".repeat(2000)], "new-long"),
+            (&["INCR", "new-a"], "new-a"),
+            (&["DECR", "new-b"], "new-b"),
+            (&["INCRBY", "new-c", "-9223372036854775808"], "new-c"),
+            (&["DECRBY", "new-d", "7"], "new-d"),
+            // The key added above, now written in place.
+            (&["INCR", "new-a"], "new-a"),
+            (&["SET", "new-s", "again"], "new-s"),
+        ];
+        let sub1 = on_shared.engine().subscribe_stream(0, None);
+        let sub2 = on_exclusive.engine().subscribe_stream(0, None);
+        let dirty = |s: &Shared| s.engine().store.dirty();
+        let before = (dirty(&on_shared), dirty(&on_exclusive));
+        for (words, key) in cases {
+            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now);
+            assert!(stayed_shared, "{words:?} left the shared path");
+            let want = run_exclusive(&on_exclusive, &mut c2, words, now);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
+            assert_eq!(
+                state(&on_shared, &mut c1, key, now),
+                state(&on_exclusive, &mut c2, key, now),
+                "{words:?}"
+            );
+            let size = |s: &Shared, c: &mut ClientState| run_exclusive(s, c, &["DBSIZE"], now);
+            assert_eq!(
+                format!("{:?}", size(&on_shared, &mut c1)),
+                format!("{:?}", size(&on_exclusive, &mut c2)),
+                "key count after {words:?}"
+            );
+        }
+        let n = cases.len() as u64;
+        assert_eq!(dirty(&on_shared) - before.0, n);
+        assert_eq!(dirty(&on_exclusive) - before.1, n);
+        let drained = |s: &Shared, sub| {
+            let mut out = Vec::new();
+            s.engine().stream.get_mut().drain(sub, &mut out);
+            out
+        };
+        assert_eq!(drained(&on_shared, sub1), drained(&on_exclusive, sub2));
+        // What still defers with inserts on: an option, another type's error, a key a snapshot
+        // can reach (its segment), and a table too small for a segment's keys to share a stripe.
+        for words in [&["SET", "new-e", "v", "NX"][..], &["INCR", "new-s"]] {
+            assert!(!run(&on_shared, &mut c1, words, now).1, "{words:?}");
+        }
+        let snapshot = on_shared.engine().store.dbs[0].snapshot();
+        assert!(!run(&on_shared, &mut c1, &["SET", "new-f", "v"], now).1);
+        drop(snapshot);
+        assert!(run(&on_shared, &mut c1, &["SET", "new-f", "v"], now).1);
+        let (small, mut c3, _) = setup_writes();
+        small.engine().store.shared_inserts = true;
+        assert!(!run(&small, &mut c3, &["SET", "new-g", "v"], now).1);
+        // And with inserts off (one thread runs batches), whatever the table's size.
+        on_shared.engine().store.shared_inserts = false;
+        assert!(!run(&on_shared, &mut c1, &["SET", "new-h", "v"], now).1);
+    }
+
+    #[test]
+    fn keys_added_on_many_threads_are_all_there_and_counted() {
+        let (shared, _, now) = setup_inserts();
+        let before = shared.engine().store.dbs[0].len() as i64;
+        const PER_THREAD: usize = 25_000;
+        const THREADS: u64 = 4;
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let mut c = client(100 + t);
+                    let reqs: Vec<Vec<Bytes>> = (0..PER_THREAD)
+                        .flat_map(|i| {
+                            [
+                                argv(&["SET", &format!("k:{t}:{i}"), &i.to_string()]),
+                                argv(&["INCR", &format!("c:{t}:{i}")]),
+                                // Keys other threads are adding, and the fill: reads of segments
+                                // being written under other stripes.
+                                argv(&["GET", &format!("k:{}:{i}", (t + 1) % THREADS)]),
+                                argv(&["EXISTS", &format!("fill:{i}"), &format!("k:{t}:{i}")]),
+                            ]
+                        })
+                        .collect();
+                    let mut shared_batches = 0;
+                    for (b, batch) in reqs.chunks(16).enumerate() {
+                        let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
+                        // As the connection loop: the batch's lookups prefetched first, under
+                        // the stripes of the segments they walk.
+                        super::super::prefetch_keys(
+                            lock.engine(),
+                            &mut c,
+                            batch.iter().map(|a| &a[..]),
+                        );
+                        for a in batch {
+                            let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
+                            assert!(!reply.is_error(), "{reply:?}");
+                        }
+                        shared_batches += matches!(lock, EngineLock::Shared { .. }) as usize;
+                        drop(lock);
+                        // Now and then something the exclusive lock runs, which sees exact
+                        // counts and splits what the shared inserts left due.
+                        if b % 500 == 0 {
+                            let mut e = shared.engine();
+                            let _ = super::super::dispatch(
+                                &shared,
+                                &mut e,
+                                &mut c,
+                                &argv(&["DBSIZE"]),
+                                now,
+                            );
+                        }
+                    }
+                    shared_batches
+                })
+            })
+            .collect();
+        let shared_batches: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+        assert!(shared_batches > 0, "the writes ran on the shared path");
+        // Most SETs, each of a new key, were answered on the shared path.
+        let (set, _) = table().get(b"SET").expect("known command");
+        let shared_sets = shared.engine().shared_stats[set]
+            .calls
+            .load(Ordering::Relaxed);
+        let all = THREADS * PER_THREAD as u64;
+        assert!(shared_sets > all / 2, "{shared_sets} of {all} SETs shared");
+        let mut c = client(1);
+        let want = before + 2 * THREADS as i64 * PER_THREAD as i64;
+        let got = run_exclusive(&shared, &mut c, &["DBSIZE"], now);
+        assert_eq!(format!("{got:?}"), format!("{:?}", Reply::Int(want)));
+        let db_len = shared.engine().store.dbs[0].len();
+        assert_eq!(db_len as i64, want);
+        for t in 0..THREADS {
+            for i in (0..PER_THREAD).step_by(37) {
+                let got = run_exclusive(&shared, &mut c, &["GET", &format!("k:{t}:{i}")], now);
+                let want = Reply::Bulk(Bytes::from(i.to_string()));
+                assert_eq!(format!("{got:?}"), format!("{want:?}"), "k:{t}:{i}");
+                let got = run_exclusive(&shared, &mut c, &["GET", &format!("c:{t}:{i}")], now);
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{:?}", Reply::Bulk(Bytes::from("1")))
+                );
+            }
+        }
+        // Every key reachable by a walk too (segments split from the shared inserts' slack).
+        let mut e = shared.engine();
+        let db = &mut e.store.dbs[0];
+        db.shrink_if_sparse();
+        assert_eq!(db.keys().count(), want as usize);
     }
 
     #[test]

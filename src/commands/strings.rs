@@ -27,7 +27,7 @@ use crate::events;
 use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
-use crate::store::db::{Db, ReadView, SharedDb};
+use crate::store::db::{Db, ReadView, SharedDb, SharedSlot};
 use crate::store::{Str, Value};
 
 #[rustfmt::skip]
@@ -285,20 +285,24 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// SET under the shared lock (`shared_path`): `SET key value` with no option, over a live key
-/// without a TTL, replaced in place as [`Db::insert`] replaces it (value, no encoding override).
-/// A new key, a TTL to clear or any option: the exclusive path.
+/// without a TTL, replaced in place as [`Db::insert`] replaces it (value, no encoding override),
+/// or a new key where one can be added there (`SharedDb::write_or_vacant`). A TTL to clear or
+/// any option: the exclusive path.
 fn set_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     if argv.len() != 3 {
         return super::shared_path::defer(db);
     }
-    let Some(mut e) = db.write(&argv[1]) else {
-        return Ok(Reply::Null);
-    };
-    if e.ttl.is_some() {
-        return super::shared_path::defer(db);
+    match db.write_or_vacant(&argv[1]) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(mut e)) => {
+            if e.ttl.is_some() {
+                return super::shared_path::defer(db);
+            }
+            *e.value = Value::str(&argv[2]);
+            e.clear_encoding();
+        }
+        Some(SharedSlot::Vacant(v)) => v.insert(Value::str(&argv[2])),
     }
-    *e.value = Value::str(&argv[2]);
-    e.clear_encoding();
     db.wrote();
     Ok(Reply::ok())
 }
@@ -662,22 +666,32 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> CmdResult {
 }
 
 /// [`incr_by`] under the shared lock: an integer string, in place, keeping its TTL, as
-/// `replace_with` stores it. A new key, another type, a string that is not an integer or an
-/// overflow: the exclusive path (which answers the error and counts it).
+/// `replace_with` stores it, or a new key holding `by` where one can be added there
+/// (`SharedDb::write_or_vacant`). Another type, a string that is not an integer or an overflow:
+/// the exclusive path (which answers the error and counts it).
 fn incr_by_shared(db: &mut SharedDb, key: &[u8], by: i64) -> CmdResult {
-    let Some(mut e) = db.write(key) else {
-        return Ok(Reply::Null);
+    let new = match db.write_or_vacant(key) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(mut e)) => {
+            let new = match &*e.value {
+                Value::Str(s) => parse_i64(s).and_then(|old| old.checked_add(by)),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            };
+            let Some(new) = new else {
+                return super::shared_path::defer(db);
+            };
+            *e.value = Value::Str(Str::copy_from_slice(Decimal::of_i64(new).as_bytes()));
+            e.clear_encoding();
+            new
+        }
+        Some(SharedSlot::Vacant(v)) => {
+            v.insert(Value::Str(Str::copy_from_slice(
+                Decimal::of_i64(by).as_bytes(),
+            )));
+            by
+        }
     };
-    let new = match &*e.value {
-        Value::Str(s) => parse_i64(s).and_then(|old| old.checked_add(by)),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    };
-    let Some(new) = new else {
-        return super::shared_path::defer(db);
-    };
-    *e.value = Value::Str(Str::copy_from_slice(Decimal::of_i64(new).as_bytes()));
-    e.clear_encoding();
     db.wrote();
     Ok(Reply::Int(new))
 }

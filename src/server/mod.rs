@@ -246,6 +246,7 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     warn_not_implemented(&config);
     let listeners = bind(&config).await?;
     let shared = Shared::new(config, crate::commands::table().len());
+    allow_shared_inserts(&shared);
     crate::persistence::load_at_startup(&shared, crate::commands::aof_replayer())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let addr = listeners[0].local_addr()?;
@@ -253,6 +254,14 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     let s = shared.clone();
     let join = tokio::spawn(async move { run(listeners, s, std::future::pending::<()>).await });
     Ok(ServerHandle { addr, shared, join })
+}
+
+/// With more than one thread running batches (a multi-thread runtime), writes under the shared
+/// lock may add keys (`store::db::Store::shared_inserts`); on one thread nothing runs beside a
+/// batch, and the exclusive path adds them at no loss.
+fn allow_shared_inserts(shared: &Shared) {
+    shared.engine().store.shared_inserts = tokio::runtime::Handle::current().runtime_flavor()
+        != tokio::runtime::RuntimeFlavor::CurrentThread;
 }
 
 /// The SIGTERM shutdown: the shutdown sequence with the save points deciding, under the keyspace
@@ -509,6 +518,7 @@ pub async fn serve_main(config: Config) -> i32 {
         }
     };
     let shared = Shared::new(config, crate::commands::table().len());
+    allow_shared_inserts(&shared);
     // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
     let load = crate::persistence::spawn_startup_load(&shared, crate::commands::aof_replayer());
     let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -51,7 +51,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use super::entry::Entry;
-use super::keytable::{KeyTable, TableSnapshot};
+use super::keytable::{ForWrite, KeyTable, TableSnapshot};
 use super::value::Value;
 use crate::events;
 
@@ -85,17 +85,7 @@ impl ReadView for Db {
     }
 }
 
-/// How many stripe locks guard the values under the shared keyspace lock ([`Stripes`]): a power
-/// of two, enough that two cores writing random keys rarely meet (1 in 256 per pair of
-/// commands), few enough to stay in 16 KiB.
-pub const STRIPES: usize = 256;
-
-/// The stripe of the key whose table hash is `h`: bits the key table uses for neither its
-/// segment index nor hashbrown's tag, though any fixed choice would be correct.
-#[inline]
-pub fn stripe_of(h: u64) -> usize {
-    (h >> 48) as usize & (STRIPES - 1)
-}
+pub use super::keytable::{stripe_of, STRIPES};
 
 /// One stripe on a cache line of its own, so that two cores locking neighbouring stripes do not
 /// share a line.
@@ -105,11 +95,13 @@ struct Stripe(RwLock<()>);
 
 /// The locks that let commands write values in place under the *shared* keyspace lock
 /// (`commands::shared_path`, issue 15 target 4). The keyspace `RwLock` still guards the
-/// structure: under it shared, no key is added or removed, no TTL changes and no segment is
-/// copied, so every `&Entry` stays valid. What may change is a value (and its encoding code),
+/// structure: under it shared, no key is removed, no TTL changes and no segment is copied or
+/// split, so every `&Entry` stays valid. What may change is a value (and its encoding code),
 /// and only while its key's stripe is held for writing; every read of a value under the shared
-/// lock holds the stripe for reading. The exclusive path takes no stripe: holding the keyspace
-/// lock exclusively, it excludes everyone who could.
+/// lock holds the stripe for reading. A key's stripe is its segment's index modulo
+/// [`STRIPES`], so in a table of at least that many segments a stripe also guards whole
+/// segments, to which a key may then be added ([`SharedDb::write_or_vacant`]). The exclusive
+/// path takes no stripe: holding the keyspace lock exclusively, it excludes everyone who could.
 ///
 /// A lock holds no data: which values a stripe guards is a function of the key's hash
 /// ([`stripe_of`]), which [`SharedDb`] checks before handing out any value.
@@ -159,6 +151,8 @@ enum StripeGuard<'a> {
 pub struct SharedDb<'a> {
     db: &'a Db,
     stripes: &'a Stripes,
+    /// Whether a missing key may be added ([`SharedDb::write_or_vacant`]).
+    inserts: bool,
     now_ms: u64,
     deferred: bool,
     /// The addresses of the arguments whose filter probes the batch prefetched
@@ -171,6 +165,8 @@ pub struct SharedDb<'a> {
     held_more: Option<Vec<(usize, StripeGuard<'a>)>>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
+    /// Keys added ([`SharedVacancy::insert`]), for the table's key count.
+    inserted: usize,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
     pub cf_max_expansions: u64,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
@@ -296,30 +292,66 @@ impl<'a> SharedDb<'a> {
         self.writes
     }
 
+    /// Keys added, which the caller adds to the database's key count
+    /// ([`Db::add_shared_inserts`]) once the command was not deferred, before the shared lock
+    /// is let go.
+    pub fn inserted(&self) -> usize {
+        self.inserted
+    }
+
     /// `key`'s value for a write in place, or `None` with the command deferred: the key is
-    /// missing (creating one changes the table), due (reclaiming it is a write of its own), in
-    /// a block a snapshot can reach (unsharing changes the table), or its stripe is not held for
-    /// writing. The handler must decide everything that could defer or fail before it changes
-    /// the value: a deferred command runs again, from the start, on the exclusive path.
+    /// missing (see [`SharedDb::write_or_vacant`] for a write that may add it), due (reclaiming
+    /// it is a write of its own), in a block a snapshot can reach (unsharing changes the table),
+    /// or its stripe is not held for writing. The handler must decide everything that could
+    /// defer or fail before it changes the value: a deferred command runs again, from the start,
+    /// on the exclusive path.
     pub fn write(&mut self, key: &[u8]) -> Option<SharedEntry<'_>> {
+        match self.slot(key, false)? {
+            SharedSlot::Live(e) => Some(e),
+            SharedSlot::Vacant(_) => None,
+        }
+    }
+
+    /// As [`SharedDb::write`], and for a missing key, its place in the table when one can be
+    /// added under the shared lock ([`KeyTable::can_insert_shared`], and only while
+    /// [`Store::shared_inserts`]); otherwise the command is deferred. The handler decides
+    /// everything that could defer or fail before it fills the place: a vacancy left unfilled
+    /// leaves the table as it was.
+    pub fn write_or_vacant<'k>(&mut self, key: &'k [u8]) -> Option<SharedSlot<'_, 'k>> {
+        let inserts = self.inserts;
+        self.slot(key, inserts)
+    }
+
+    fn slot<'k>(&mut self, key: &'k [u8], inserts: bool) -> Option<SharedSlot<'_, 'k>> {
         let h = self.hash(key);
         let ttl = if self.db.table.expires_len() != 0 {
             self.db.table.expiry(h, key)
         } else {
             None
         };
-        let entry = if ttl.is_some_and(|t| t <= self.now_ms) || !self.holds(stripe_of(h), true) {
-            None
+        let found = if ttl.is_some_and(|t| t <= self.now_ms) || !self.holds(stripe_of(h), true) {
+            ForWrite::Shared
         } else {
-            self.db.table.find_unshared(h, key)
+            self.db.table.find_for_write(h, key)
         };
-        let Some(entry) = entry else {
-            self.deferred = true;
-            return None;
+        let entry = match found {
+            ForWrite::Found(entry) => entry,
+            ForWrite::Missing if inserts && self.db.table.can_insert_shared(h) => {
+                return Some(SharedSlot::Vacant(SharedVacancy {
+                    table: &self.db.table,
+                    inserted: &mut self.inserted,
+                    h,
+                    key,
+                }));
+            }
+            _ => {
+                self.deferred = true;
+                return None;
+            }
         };
         let (value, enc) = entry.shared_write_parts();
         // SAFETY: the block is live and stays so: the keyspace lock is held shared for `'a`, so
-        // no entry is removed or replaced, and `find_unshared` saw no snapshot holding it, which
+        // no entry is removed or replaced, and `find_for_write` saw no snapshot holding it, which
         // none can start to while that lock is held. Its value and code are reached under the
         // shared lock only through a `SharedDb` holding the key's stripe, checked here to be
         // held for writing by this one, for as long as the returned borrow of `self` lives
@@ -327,7 +359,39 @@ impl<'a> SharedDb<'a> {
         // exclusive path, the only other way to them, cannot run while the shared lock is held.
         // The value (offset 0) and the code (ENC_OFF, after it) do not overlap.
         let (value, enc) = unsafe { (&mut *value, &mut *enc) };
-        Some(SharedEntry { value, enc, ttl })
+        Some(SharedSlot::Live(SharedEntry { value, enc, ttl }))
+    }
+}
+
+/// What [`SharedDb::write_or_vacant`] found.
+pub enum SharedSlot<'s, 'k> {
+    /// The live key's value, to write in place.
+    Live(SharedEntry<'s>),
+    /// The key is missing and may be added here.
+    Vacant(SharedVacancy<'s, 'k>),
+}
+
+/// A missing key's place in the table under the shared lock, its stripe held for writing by the
+/// [`SharedDb`] it borrows ([`SharedDb::write_or_vacant`]).
+pub struct SharedVacancy<'s, 'k> {
+    table: &'s KeyTable,
+    inserted: &'s mut usize,
+    h: u64,
+    key: &'k [u8],
+}
+
+impl SharedVacancy<'_, '_> {
+    /// Adds the key with `value`, no TTL and no encoding override, as [`Db::insert`] adds a new
+    /// key. The caller counts the write ([`SharedDb::wrote`]).
+    pub fn insert(self, value: Value) {
+        let entry = Entry::new(self.key, ENC_NONE, value);
+        // SAFETY: `SharedDb::slot` made this vacancy under the shared keyspace lock with the
+        // key's stripe held for writing, after `can_insert_shared` and a lookup that found the
+        // key missing; both locks are still held, since the vacancy borrows the `SharedDb`
+        // holding the stripe, which borrows the engine under the shared guard. No key can have
+        // been added to this segment since: that takes the same stripe.
+        unsafe { self.table.insert_shared(self.h, entry) };
+        *self.inserted += 1;
     }
 }
 
@@ -510,7 +574,11 @@ impl Db {
     /// half its CPU waiting on the segment, slot and entry lines of its key, one after the other;
     /// [`KeyTable::prefetch`]). Nothing for a table small enough to stay in the caches. A hint:
     /// keys that are not in the table, or arguments that are not keys, cost a wasted line.
-    pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+    ///
+    /// `stripes`: given when keys may be added under the shared lock ([`Store::shared_inserts`]),
+    /// whose writers change segments other keys' readers do not exclude; each walk then holds
+    /// its hash's stripe for reading, as a read would.
+    pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, stripes: Option<&Stripes>) {
         if self.table.len() < PREFETCH_MIN_KEYS {
             return;
         }
@@ -520,29 +588,43 @@ impl Db {
             hashes[n] = self.hash(key);
             n += 1;
         }
-        self.table.prefetch(&hashes[..n]);
+        self.table
+            .prefetch(&hashes[..n], |h| stripes.map(|s| s.read(stripe_of(h))));
     }
 
     /// This database for one command under the shared lock, at the command time `now_ms`, with
     /// the addresses of the arguments whose filter probes the batch prefetched; it holds no
     /// stripe until [`SharedDb::hold`].
+    ///
+    /// `inserts`: whether a write may add a key ([`SharedDb::write_or_vacant`]); only when every
+    /// reader under the shared lock holds stripes, [`Store::shared_inserts`].
     pub fn shared_view<'a>(
         &'a self,
         stripes: &'a Stripes,
         now_ms: u64,
         prefetched: &'a [usize],
+        inserts: bool,
     ) -> SharedDb<'a> {
         SharedDb {
             db: self,
             stripes,
+            inserts,
             now_ms,
             deferred: false,
             prefetched,
             held: None,
             held_more: None,
             writes: 0,
+            inserted: 0,
             cf_max_expansions: u64::MAX,
             first_key: (0, 0, 0),
+        }
+    }
+
+    /// Counts `n` keys added under the shared lock ([`SharedDb::inserted`]).
+    pub fn add_shared_inserts(&self, n: usize) {
+        if n != 0 {
+            self.table.add_shared_len(n);
         }
     }
 
@@ -1242,6 +1324,12 @@ pub struct Store {
     pub stripes: Stripes,
     /// `notify-keyspace-events` in force (also copied into each database).
     pub notify_flags: u32,
+    /// Whether writes under the shared keyspace lock may add keys (`SharedDb::write_or_vacant`).
+    /// On when more than one thread runs batches (the server's multi-thread runtime,
+    /// `server::serve_main`): the batch prefetch ([`Db::prefetch`]) then holds stripes, which
+    /// costs a lock per prefetched key. With one thread nothing runs beside a batch, so new keys
+    /// lose nothing on the exclusive path, and the prefetch takes no lock.
+    pub shared_inserts: bool,
 }
 
 impl Store {
@@ -1250,6 +1338,7 @@ impl Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
             stripes: Stripes::default(),
             notify_flags: 0,
+            shared_inserts: false,
         }
     }
 

@@ -70,8 +70,9 @@
 //! reservations and un-counts its originals' ([`Value::uncount_reservations`]): the total stays
 //! what it was.
 
-use std::cell::Cell;
-use std::sync::atomic::{fence, Ordering};
+use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -91,6 +92,16 @@ pub const SEG_KEYS: usize = 128;
 /// The hash bits below this are hashbrown's bucket index inside a segment (a segment holds a few
 /// thousand buckets at most) and the top 7 its tag; the segment index comes from the bits between.
 const SEG_SHIFT: u32 = 24;
+
+/// Past the split mark, keys may still be added under the shared lock until the table holds
+/// this fraction more ([`KeyTable::can_insert_shared`]): 1/16, so segments average at most 136
+/// keys instead of 128 while the splits wait for the exclusive lock.
+const SHARED_SLACK: usize = 16;
+
+/// Splits made at most per key added on the exclusive path ([`KeyTable::grew`]): one is the
+/// steady state; more catch up on the splits keys added under the shared lock left due, while
+/// bounding what one insert does under the lock (a split moves about [`SEG_KEYS`] / 2 entries).
+const SPLITS_PER_KEY: usize = 4;
 
 /// How many entries a merge pass may move ([`KeyTable::shrink`]): bounds the time the cron's
 /// shrinking holds the lock.
@@ -114,11 +125,83 @@ impl KeyHasher {
     }
 }
 
+/// How many stripe locks guard the values, and a segment's keys, under the shared keyspace lock
+/// (`store::db::Stripes`): a power of two, enough that two cores writing random keys rarely meet
+/// (1 in 256 per pair of commands), few enough to stay in 16 KiB.
+pub const STRIPES: usize = 256;
+
+/// The table level from which every key of a segment is in one stripe ([`stripe_of`]):
+/// `log2(STRIPES)`.
+const STRIPE_LEVEL: u32 = STRIPES.trailing_zeros();
+
+/// The stripe of the key whose hash is `h`: the low bits of its segment bits. A key's segment is
+/// its segment bits modulo `2^level` or `2^(level+1)`, so from [`STRIPE_LEVEL`] on every key of a
+/// segment has the segment's index modulo [`STRIPES`] for its stripe: holding that stripe for
+/// writing excludes every reader and writer of the segment on the shared path, which is what lets
+/// a key be added there ([`KeyTable::insert_shared`]).
+#[inline]
+pub fn stripe_of(h: u64) -> usize {
+    seg_bits(h) & (STRIPES - 1)
+}
+
+/// A segment's key map. The keyspace lock guards it like the rest of the table, with one
+/// exception that needs the cell: under the *shared* lock, a thread holding a segment's stripe
+/// for writing may add a key to it ([`KeyTable::insert_shared`]).
+#[derive(Default)]
+struct SegMap(UnsafeCell<HashTable<Entry>>);
+
+// SAFETY: a `SegMap` is reached through `&` from several threads only under the keyspace lock
+// held shared (the exclusive holder, or a save's writer with its own `Arc` to a segment no live
+// write may change, reach it alone) or through a snapshot's `Arc`. Under the shared lock, it is
+// changed only by `KeyTable::insert_shared`, whose caller holds the segment's stripe for writing
+// (every key of the segment maps to it at the levels where that is allowed); everything that
+// reads a segment's map under the shared lock holds the stripe of the key it reads
+// (`store::db::SharedDb`), or, when inserts under the shared lock are on, the stripe of the hash it
+// walks (`Db::prefetch`). So a reading `&` and the writing `&mut` never overlap in time, and the
+// lock's release/acquire orders them. A segment a snapshot holds (its `Arc` shared) is never
+// changed under the shared lock. The entries are `Send` and `Sync` already.
+unsafe impl Sync for SegMap {}
+
+impl Deref for SegMap {
+    type Target = HashTable<Entry>;
+
+    #[inline]
+    fn deref(&self) -> &HashTable<Entry> {
+        // SAFETY: see the `Sync` impl: no `&mut` to the map exists while a `&` to it is in use.
+        unsafe { &*self.0.get() }
+    }
+}
+
+impl DerefMut for SegMap {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HashTable<Entry> {
+        self.0.get_mut()
+    }
+}
+
+impl Clone for SegMap {
+    fn clone(&self) -> SegMap {
+        SegMap(UnsafeCell::new((**self).clone()))
+    }
+}
+
+impl std::fmt::Debug for SegMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SegMap({})", self.len())
+    }
+}
+
+impl SegMap {
+    fn with_capacity(n: usize) -> SegMap {
+        SegMap(UnsafeCell::new(HashTable::with_capacity(n)))
+    }
+}
+
 /// The keys whose hash maps here, and their TTLs. Shared (behind `Arc`) with the snapshots taken
 /// since it was last written.
 #[derive(Debug, Default)]
 pub struct Segment {
-    map: HashTable<Entry>,
+    map: SegMap,
     expires: HashTable<(Bytes, u64)>,
 }
 
@@ -144,13 +227,24 @@ impl Segment {
     }
 }
 
+/// What [`KeyTable::find_for_write`] found.
+pub enum ForWrite<'a> {
+    /// The entry, which no snapshot can reach.
+    Found(&'a Entry),
+    /// No such key, in a segment no snapshot holds.
+    Missing,
+    /// A snapshot can reach the segment or the entry.
+    Shared,
+}
+
 /// The segmented, copy-on-write key table (module docs).
 #[derive(Debug)]
 pub struct KeyTable {
     segs: Vec<Arc<Segment>>,
     level: u32,
     split: usize,
-    len: usize,
+    /// Atomic for the keys added under the shared lock ([`KeyTable::insert_shared`]).
+    len: AtomicUsize,
     expires_len: usize,
     /// Removals since [`KeyTable::shrink`] last walked every segment: only a removal can leave a
     /// segment's table sparse, so with none the walk (one cache miss per segment, ~8 000 for a
@@ -204,8 +298,13 @@ fn prefetch_entries(map: &HashTable<Entry>) {
 /// (hashbrown reserves before it probes, so even for a key already there).
 #[inline]
 fn before_insert(seg: &Segment) {
-    if seg.map.len() == seg.map.capacity() {
-        prefetch_entries(&seg.map);
+    before_insert_map(&seg.map);
+}
+
+#[inline]
+fn before_insert_map(map: &HashTable<Entry>) {
+    if map.len() == map.capacity() {
+        prefetch_entries(map);
     }
 }
 
@@ -215,7 +314,7 @@ impl KeyTable {
             segs: vec![Arc::new(Segment::default())],
             level: 0,
             split: 0,
-            len: 0,
+            len: AtomicUsize::new(0),
             expires_len: 0,
             removed: 0,
             hasher,
@@ -258,12 +357,13 @@ impl KeyTable {
         Arc::strong_count(s) == 1 || s.map.find(h, |e| e.key() == key).is_some()
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.len.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Keys with a TTL.
@@ -287,24 +387,26 @@ impl KeyTable {
         self.segs[self.seg_of(h)].map.find(h, |e| e.key() == key)
     }
 
-    /// The entry of `key` if no snapshot can reach it: its segment is not shared (no snapshot
-    /// holds that segment) and neither is its block (no older copy of the segment points at it).
-    /// For a write in place under the shared keyspace lock, which cannot unshare either
-    /// (`store::db::SharedDb::write`). Snapshots are taken only under the exclusive lock, so
-    /// neither count can go up while the caller holds the shared one; they only go down, as a
-    /// save's writer lets go.
+    /// For a write under the shared keyspace lock (`store::db::SharedDb`), which can unshare
+    /// nothing: the entry of `key` if no snapshot can reach it (its segment is not shared, no
+    /// snapshot holding that segment, and neither is its block, no older copy of the segment
+    /// pointing at it). Snapshots are taken only under the exclusive lock, so neither count can
+    /// go up while the caller holds the shared one; they only go down, as a save's writer lets
+    /// go.
     #[inline]
-    pub fn find_unshared(&self, h: u64, key: &[u8]) -> Option<&Entry> {
+    pub fn find_for_write(&self, h: u64, key: &[u8]) -> ForWrite<'_> {
         let seg = &self.segs[self.seg_of(h)];
         if Arc::strong_count(seg) != 1 {
-            return None;
+            return ForWrite::Shared;
         }
         // `strong_count` loads Relaxed; this pairs with the Release decrement of the snapshot's
         // last clone, so that writer's reads of the segment's entries happen before our writes.
         fence(Ordering::Acquire);
-        seg.map
-            .find(h, |e| e.key() == key)
-            .filter(|e| e.is_unique())
+        match seg.map.find(h, |e| e.key() == key) {
+            Some(e) if e.is_unique() => ForWrite::Found(e),
+            Some(_) => ForWrite::Shared,
+            None => ForWrite::Missing,
+        }
     }
 
     /// Starts the cache misses of a batch of lookups, all at once (issue 15). A lookup in a
@@ -315,11 +417,18 @@ impl KeyTable {
     /// that entry. The walks do not depend on each other, so the CPU overlaps their misses, and
     /// the lookups that follow find the lines in cache. A hint only: a false tag match or a
     /// key not in the table costs a wasted line, never a wrong answer.
-    pub fn prefetch(&self, hashes: &[u64]) {
+    ///
+    /// Under the shared lock with keys being added there ([`KeyTable::insert_shared`]), the
+    /// walks read segments that another stripe's writer may be changing: the caller then holds
+    /// the stripe of each hash around its walk (`guard`, `store::db::Db::prefetch`). The
+    /// segment headers need no stripe: the segment list and its `Arc`s do not change under the
+    /// shared lock.
+    pub fn prefetch<G>(&self, hashes: &[u64], guard: impl Fn(u64) -> G) {
         for &h in hashes {
             super::prefetch(Arc::as_ptr(&self.segs[self.seg_of(h)]));
         }
         for &h in hashes {
+            let _held = guard(h);
             if let Some(e) = self.segs[self.seg_of(h)].map.iter_hash(h).next() {
                 e.prefetch();
             }
@@ -398,13 +507,70 @@ impl KeyTable {
         }
     }
 
-    /// One entry more: splits a segment when they average more than [`SEG_KEYS`].
+    /// One entry more: splits a segment when they average more than [`SEG_KEYS`] (up to
+    /// [`SPLITS_PER_KEY`] when keys added under the shared lock, which never splits, went past
+    /// the mark).
     #[inline]
     fn grew(&mut self) {
-        self.len += 1;
-        if self.len > self.segs.len() * SEG_KEYS {
+        let len = self.len.get_mut();
+        *len += 1;
+        let len = *len;
+        let mut budget = SPLITS_PER_KEY;
+        while len > self.segs.len() * SEG_KEYS && budget > 0 {
             self.split_one();
+            budget -= 1;
         }
+    }
+
+    /// Whether a key of hash `h` that is not in the table could be added to it under the shared
+    /// keyspace lock ([`KeyTable::insert_shared`]): the table is at [`STRIPE_LEVEL`] or above
+    /// (every key of the segment in the key's stripe), no snapshot holds the segment (copying it
+    /// would replace its `Arc`, which readers of other stripes use), and no split is due (a split
+    /// changes two segments and the segment list). Otherwise the exclusive path adds it.
+    ///
+    /// Keys added here may take the table past its split mark by [`SHARED_SLACK`]th; the splits
+    /// that are then due happen on the exclusive path, up to [`SPLITS_PER_KEY`] for each key it
+    /// adds and some in every cron run ([`KeyTable::shrink`]). The slack keeps the deferrals
+    /// rare: one client's deferral takes its next writes to the exclusive lock for a while
+    /// (`commands::shared_path::WRITE_BACKOFF`), and those catch up on the splits.
+    #[inline]
+    pub fn can_insert_shared(&self, h: u64) -> bool {
+        let mark = self.segs.len() * SEG_KEYS;
+        self.level >= STRIPE_LEVEL
+            && self.len() < mark + mark / SHARED_SLACK
+            && Arc::strong_count(&self.segs[self.seg_of(h)]) == 1
+    }
+
+    /// Adds `entry` (hash `h`, its key not in the table) under the shared keyspace lock.
+    ///
+    /// # Safety
+    /// The caller holds the keyspace lock shared, holds the stripe of `h` ([`stripe_of`]) for
+    /// writing (so no other thread reads or changes the segment: every key of it is in that
+    /// stripe), checked [`KeyTable::can_insert_shared`] under these locks, and found the key
+    /// missing under them. It counts the key with [`KeyTable::add_shared_len`] before it lets go
+    /// of the shared lock.
+    pub unsafe fn insert_shared(&self, h: u64, entry: Entry) {
+        let seg = &self.segs[self.seg_of(h)];
+        debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
+        // Pairs with the Release decrement of a snapshot's last clone of the segment, as in
+        // `find_for_write`: that writer's reads happen before this change.
+        fence(Ordering::Acquire);
+        // SAFETY: the caller's contract: the stripe held for writing excludes every other access
+        // to this segment's map under the shared lock (`SegMap`'s `Sync` impl), the exclusive
+        // lock cannot be held meanwhile, and no snapshot holds the segment (its count was 1 and
+        // cannot rise under the shared lock). So this `&mut` is the only reference to the map
+        // while it lives.
+        let map = unsafe { &mut *seg.map.0.get() };
+        before_insert_map(map);
+        let hasher = &self.hasher;
+        map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
+    }
+
+    /// Counts `n` keys [`KeyTable::insert_shared`] added. The caller adds them once per batch,
+    /// before it lets go of the shared lock: one line that every core's inserts would otherwise
+    /// pass around (the key count lags under the shared lock, never under the exclusive one).
+    pub fn add_shared_len(&self, n: usize) {
+        self.len.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Removes the entry of `key` (not its TTL).
@@ -418,7 +584,7 @@ impl KeyTable {
             .find_entry(h, |e| e.key() == key)
         {
             Ok(occupied) => {
-                self.len -= 1;
+                *self.len.get_mut() -= 1;
                 self.removed += 1;
                 Some(occupied.remove().0)
             }
@@ -535,7 +701,7 @@ impl KeyTable {
         let hasher = &self.hasher;
         let old = unshare(&mut self.segs[from]);
         let mut new = Segment {
-            map: HashTable::with_capacity(old.map.len() / 2),
+            map: SegMap::with_capacity(old.map.len() / 2),
             expires: HashTable::with_capacity(old.expires.len() / 2),
         };
         prefetch_entries(&old.map);
@@ -587,7 +753,7 @@ impl KeyTable {
         let moved = last.map.len() + last.expires.len();
         let hasher = self.hasher.clone();
         let seg = self.seg_mut(into);
-        for e in last.map {
+        for e in last.map.0.into_inner() {
             let h = hasher.hash_one(e.key());
             seg.map.insert_unique(h, e, |e| hasher.hash_one(e.key()));
         }
@@ -620,8 +786,15 @@ impl KeyTable {
     /// [`SEG_KEYS`] (at most [`MERGE_BUDGET`] entries moved per call), and shrinks a segment's
     /// tables below a tenth full. Segments a snapshot holds are left for a later call.
     pub fn shrink(&mut self) {
+        // Splits keys added under the shared lock left due (`can_insert_shared`), within the
+        // same budget of entries moved.
+        let mut splits = MERGE_BUDGET / SEG_KEYS;
+        while splits > 0 && self.len() > self.segs.len() * SEG_KEYS {
+            self.split_one();
+            splits -= 1;
+        }
         let mut budget = MERGE_BUDGET;
-        while self.segs.len() > 1 && self.len * 4 < self.segs.len() * SEG_KEYS && budget > 0 {
+        while self.segs.len() > 1 && self.len() * 4 < self.segs.len() * SEG_KEYS && budget > 0 {
             budget = budget.saturating_sub(self.merge_one().max(1));
         }
         if self.removed == 0 {
@@ -644,7 +817,8 @@ impl KeyTable {
 fn shrink_segment(s: &mut Segment, hasher: &ahash::RandomState) {
     const MIN: usize = 64;
     if s.map.capacity() > MIN && s.map.len() * 10 < s.map.capacity() {
-        s.map.shrink_to(s.map.len(), |e| hasher.hash_one(e.key()));
+        let len = s.map.len();
+        s.map.shrink_to(len, |e| hasher.hash_one(e.key()));
     }
     if s.expires.capacity() > MIN && s.expires.len() * 10 < s.expires.capacity() {
         s.expires
