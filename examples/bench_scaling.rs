@@ -73,6 +73,10 @@ const TESTS: &[(&str, Gen)] = &[
     ("BF.ADD", |t, i| {
         vec!["BF.ADD".into(), format!("bf:{t}"), i.to_string()]
     }),
+    // A new filter per request (the bf-* defaults: 100 items at 1 %).
+    ("BF.ADD-new", |t, i| {
+        vec!["BF.ADD".into(), format!("newbf:{t}:{i}"), "x".into()]
+    }),
     // Ten items per request, as issue 15's BF.MADD (the filter has room: the shared path).
     ("BF.MADD", |t, i| {
         let mut argv = vec!["BF.MADD".to_string(), format!("bf:{t}")];
@@ -200,10 +204,10 @@ fn main() {
                     shared,
                     words(&["CF.RESERVE", &format!("cf:{t}"), "4000000"]),
                 );
-                // GET reads keys that exist, SET overwrites them, SET-new adds keys to a table
-                // that holds some (keys are added under the shared lock from 32k keys on,
+                // GET reads keys that exist, SET overwrites them, the `-new` rows add keys to a
+                // table that holds some (keys are added under the shared lock from 32k keys on,
                 // `store::keytable::KeyTable::can_insert_shared`).
-                if *name == "GET" || name.starts_with("SET") {
+                if *name == "GET" || *name == "SET" || name.ends_with("-new") {
                     for i in 0..100_000 {
                         run_one(shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
                     }

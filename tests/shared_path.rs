@@ -300,3 +300,115 @@ fn new_keys_from_many_connections_are_all_kept_and_counted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same on the binary with two runtime workers and `appendonly yes`: keys added under the
+/// shared lock enter the AOF (a created filter's BF.RESERVE with its BF.ADD, as one
+/// MULTI/EXEC), and a restart from the AOF alone brings every one of them back.
+#[test]
+fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
+    const FILL: usize = 40_000;
+    const PER_CONN: usize = 3_000;
+    const CONNS: usize = 3;
+    let dir = common::tempdir("shared-inserts-aof");
+    // The first run creates filters of 1000 by default, the restart's default is 100: what comes
+    // back is what the AOF's BF.RESERVE says.
+    let start = |initial_size: &str| {
+        let port = common::free_port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+            .args(common::binary_args(port, &dir, ""))
+            .args(["--appendonly", "yes", "--appendfsync", "no"])
+            .args(["--bf-initial-size", initial_size])
+            .env("HYPERBLOOM_WORKERS", "2")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = common::ServerProcess::new(child);
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut c = common::connect_when_ready(addr);
+        common::wait_loaded(&mut c);
+        (server, addr, c)
+    };
+    let (server, addr, mut setup) = start("1000");
+    let fill: Vec<(Vec<String>, Vec<u8>)> = (0..FILL)
+        .map(|i| {
+            let argv = vec!["SET".into(), format!("fill:{i}"), "x".into()];
+            (argv, b"+OK\r\n".to_vec())
+        })
+        .collect();
+    pipeline(&mut setup, &fill);
+    let writers: Vec<_> = (0..CONNS)
+        .map(|t| {
+            let mut c = common::RawConn::connect(addr);
+            std::thread::spawn(move || {
+                let commands: Vec<(Vec<String>, Vec<u8>)> = (0..PER_CONN)
+                    .flat_map(|i| {
+                        [
+                            (
+                                vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
+                                b"+OK\r\n".to_vec(),
+                            ),
+                            (
+                                vec!["INCR".into(), format!("c:{t}:{i}")],
+                                b":1\r\n".to_vec(),
+                            ),
+                            (
+                                vec!["BF.ADD".into(), format!("bf:{t}:{i}"), "item".into()],
+                                b":1\r\n".to_vec(),
+                            ),
+                            (
+                                vec![
+                                    "BF.MADD".into(),
+                                    format!("bm:{t}:{i}"),
+                                    "a".into(),
+                                    "b".into(),
+                                ],
+                                b"*2\r\n:1\r\n:1\r\n".to_vec(),
+                            ),
+                        ]
+                    })
+                    .collect();
+                pipeline(&mut c, &commands);
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let want = FILL + 4 * CONNS * PER_CONN;
+    assert_eq!(
+        setup.cmd_str(&["DBSIZE"]),
+        format!(":{want}\r\n").into_bytes()
+    );
+    // SHUTDOWN NOSAVE: no RDB, so the restart loads the AOF alone.
+    setup.send(&[b"SHUTDOWN", b"NOSAVE"]);
+    let mut child = server.into_child();
+    assert!(child.wait().expect("server exits").success());
+    assert!(!dir.join("dump.rdb").exists(), "the AOF is what loads");
+    let (_server, _, mut c) = start("100");
+    assert_eq!(c.cmd_str(&["DBSIZE"]), format!(":{want}\r\n").into_bytes());
+    for t in 0..CONNS {
+        for i in (0..PER_CONN).step_by(41) {
+            let v = i.to_string();
+            let want = format!("${}\r\n{v}\r\n", v.len()).into_bytes();
+            assert_eq!(c.cmd_str(&["GET", &format!("k:{t}:{i}")]), want);
+            assert_eq!(c.cmd_str(&["GET", &format!("c:{t}:{i}")]), b"$1\r\n1\r\n");
+            let bf = format!("bf:{t}:{i}");
+            assert_eq!(c.cmd_str(&["BF.EXISTS", &bf, "item"]), b":1\r\n");
+            // Made with the first run's defaults, as the BF.RESERVE in the AOF says.
+            let info = c.cmd_str(&["BF.INFO", &bf, "CAPACITY"]);
+            assert_eq!(
+                info,
+                b"*1\r\n:1000\r\n",
+                "{}",
+                String::from_utf8_lossy(&info)
+            );
+            let bm = format!("bm:{t}:{i}");
+            assert_eq!(
+                c.cmd_str(&["BF.MEXISTS", &bm, "a", "b"]),
+                b"*2\r\n:1\r\n:1\r\n"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,7 +19,7 @@ use crate::numeric::int::Decimal;
 use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
-use crate::store::db::{ReadView, SharedDb, TypedLookup};
+use crate::store::db::{BloomDefaults, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -239,6 +239,22 @@ fn propagate_created(
     if !ctx.propagating() {
         return;
     }
+    let db = ctx.client.db;
+    with_reserve_argv(key, rate, capacity, expansion, nonscaling, |argv| {
+        ctx.also_propagate(db, argv)
+    });
+}
+
+/// `f` on the arguments of the `BF.RESERVE` that recreates a filter made with these parameters
+/// ([`propagate_created`]; the shared path encodes it, [`add_shared`]).
+fn with_reserve_argv<R>(
+    key: &[u8],
+    rate: f64,
+    capacity: u64,
+    expansion: u32,
+    nonscaling: bool,
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
     // On the stack: an auto-creating add on a new key per request spent ~1,000 instructions
     // here on five allocations and the float formatting.
     let mut rate_buf = [0u8; 32];
@@ -254,8 +270,37 @@ fn propagate_created(
         if scaling { b"EXPANSION" } else { b"NONSCALING" },
         expansion_text.as_bytes(),
     ];
-    let db = ctx.client.db;
-    ctx.also_propagate(db, &argv[..if scaling { 6 } else { 5 }]);
+    f(&argv[..if scaling { 6 } else { 5 }])
+}
+
+/// On the shared path, a filter for a missing key, made from the configured defaults, with `f`
+/// run on it before it is added (`SharedDb::write_or_vacant`); its `BF.RESERVE` recorded to
+/// precede the command in the write stream, as the exclusive path propagates it
+/// ([`with_default_filter`]). `None` (nothing changed) when the defaults cannot make a filter
+/// or `f` answers `None`.
+fn create_shared<R>(
+    vacancy: SharedVacancy,
+    key: &[u8],
+    defaults: Option<&BloomDefaults>,
+    propagating: bool,
+    f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
+) -> Option<(R, Option<Vec<u8>>)> {
+    let (rate, capacity, expansion) = defaults?.get();
+    // `maxmemory` is 0 here: the shared path takes no write while it is set.
+    let mut value = new_filter(0, capacity, rate, expansion, false).ok()?;
+    let Value::Bloom(bf) = &mut value else {
+        return None;
+    };
+    let r = f(bf)?;
+    vacancy.insert(value);
+    let reserve = propagating.then(|| {
+        with_reserve_argv(key, rate, capacity, expansion, false, |argv| {
+            let mut out = Vec::new();
+            crate::engine::propagate::encode_command(&mut out, argv);
+            out
+        })
+    });
+    Some((r, reserve))
 }
 
 /// Writes `rate` into `buf` in Rust's shortest round-trip form (strtod reads back the very same
@@ -344,22 +389,39 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// BF.ADD under the shared lock (`shared_path`): an existing filter, in place, a new link
-/// included. A new key, another type, or an add that fails (a full non-scaling filter; a link
-/// that cannot be had), which changes nothing: the exclusive path.
+/// included, or a new filter where a key can be added there ([`create_shared`]). Another type,
+/// or an add that fails (a full non-scaling filter; a link that cannot be had), which changes
+/// nothing: the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let Some(e) = db.write(&argv[1]) else {
-        return Ok(Reply::Null);
-    };
-    let Value::Bloom(bf) = e.value else {
-        return super::shared_path::defer(db);
-    };
-    match bf.add(&argv[2]) {
-        Ok(added) => {
-            db.wrote();
-            Ok(Reply::Bool(added))
+    let (defaults, propagating) = (db.bf_defaults, db.propagating);
+    let added = match db.write_or_vacant(&argv[1]) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(e)) => {
+            let Value::Bloom(bf) = e.value else {
+                return super::shared_path::defer(db);
+            };
+            match bf.add(&argv[2]) {
+                Ok(added) => added,
+                Err(_) => return super::shared_path::defer(db),
+            }
         }
-        Err(_) => super::shared_path::defer(db),
-    }
+        Some(SharedSlot::Vacant(v)) => {
+            let made = create_shared(v, &argv[1], defaults, propagating, |bf| {
+                bf.add(&argv[2]).ok()
+            });
+            let Some((added, reserve)) = made else {
+                return super::shared_path::defer(db);
+            };
+            if let Some(reserve) = reserve {
+                db.propagate_before(reserve);
+            }
+            // The key added is a write of its own, as on the exclusive path (`Db::insert`).
+            db.wrote();
+            added
+        }
+    };
+    db.wrote();
+    Ok(Reply::Bool(added))
 }
 
 /// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.
@@ -370,22 +432,41 @@ fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// BF.MADD under the shared lock (`shared_path`): an existing filter whose newest link has room
-/// for every item, in place. Then no add can fail, so the reply is the exclusive path's and holds
-/// no error element (those are counted in the error statistics, which only the exclusive path
-/// writes). A new key, another type, or items that may open a link: the exclusive path, before
-/// anything changed.
+/// for every item, in place, or a new one with room for them where a key can be added there
+/// ([`create_shared`]). Then no add can fail, so the reply is the exclusive path's and holds no
+/// error element (those are counted in the error statistics, which only the exclusive path
+/// writes). Another type, or items that may open a link: the exclusive path, before anything
+/// changed.
 fn madd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let Some(e) = db.write(&argv[1]) else {
-        return Ok(Reply::Null);
-    };
-    let Value::Bloom(bf) = e.value else {
-        return super::shared_path::defer(db);
-    };
+    let (defaults, propagating) = (db.bf_defaults, db.propagating);
     let items = &argv[2..];
-    if bf.room_in_newest() < items.len() as u64 {
-        return super::shared_path::defer(db);
-    }
-    let reply = add_all(bf, items);
+    // Room for every item: no add can fail, no link opens.
+    let fits = |bf: &mut ScalingBloom| bf.room_in_newest() >= items.len() as u64;
+    let reply = match db.write_or_vacant(&argv[1]) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(e)) => {
+            let Value::Bloom(bf) = e.value else {
+                return super::shared_path::defer(db);
+            };
+            if !fits(bf) {
+                return super::shared_path::defer(db);
+            }
+            add_all(bf, items)
+        }
+        Some(SharedSlot::Vacant(v)) => {
+            let made = create_shared(v, &argv[1], defaults, propagating, |bf| {
+                fits(bf).then(|| add_all(bf, items))
+            });
+            let Some((reply, reserve)) = made else {
+                return super::shared_path::defer(db);
+            };
+            if let Some(reserve) = reserve {
+                db.propagate_before(reserve);
+            }
+            db.wrote();
+            reply
+        }
+    };
     db.wrote();
     Ok(reply)
 }

@@ -453,6 +453,8 @@ fn try_shared(
         _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
     }
     view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
+    view.bf_defaults = Some(&shared.bf_defaults);
+    view.propagating = engine.stream.is_active();
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
     let reply = match outcome {
@@ -484,7 +486,14 @@ fn try_shared(
             let command = &mut client.stream_scratch;
             command.clear();
             crate::engine::propagate::encode_command(command, argv);
-            engine.stream.lock().emit_encoded(client.db, command);
+            match view.prelude() {
+                None => engine.stream.lock().emit_encoded(client.db, command),
+                // A filter it created: its BF.RESERVE first, the two as one unit.
+                Some(reserve) => engine
+                    .stream
+                    .lock()
+                    .emit_encoded_unit(client.db, &[reserve, command]),
+            }
             if command.capacity() > 1 << 16 {
                 *command = Vec::new();
             }
@@ -1162,6 +1171,10 @@ mod tests {
             // The key added above, now written in place.
             (&["INCR", "new-a"], "new-a"),
             (&["SET", "new-s", "again"], "new-s"),
+            // Filters created with the bf-* defaults, their BF.RESERVE propagated first.
+            (&["BF.ADD", "new-bf", "x"], "new-bf"),
+            (&["BF.ADD", "new-bf", "x"], "new-bf"),
+            (&["BF.MADD", "new-bf2", "x", "y", "x"], "new-bf2"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1184,7 +1197,8 @@ mod tests {
                 "key count after {words:?}"
             );
         }
-        let n = cases.len() as u64;
+        // A write a case, and one more for each filter created (the key added).
+        let n = cases.len() as u64 + 2;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1192,7 +1206,16 @@ mod tests {
             s.engine().stream.get_mut().drain(sub, &mut out);
             out
         };
-        assert_eq!(drained(&on_shared, sub1), drained(&on_exclusive, sub2));
+        let stream = drained(&on_shared, sub1);
+        assert_eq!(stream, drained(&on_exclusive, sub2));
+        let text = String::from_utf8_lossy(&stream).replace("\r\n", " ");
+        assert!(
+            text.contains(
+                "*1 $5 MULTI *6 $10 BF.RESERVE $6 new-bf $4 0.01 $3 100 $9 EXPANSION $1 2 \
+                 *3 $6 BF.ADD $6 new-bf $1 x *1 $4 EXEC "
+            ),
+            "{text}"
+        );
         // What still defers with inserts on: an option, another type's error, a key a snapshot
         // can reach (its segment), and a table too small for a segment's keys to share a stripe.
         for words in [&["SET", "new-e", "v", "NX"][..], &["INCR", "new-s"]] {

@@ -271,11 +271,27 @@ impl WriteStream {
     /// the shared lock encodes before it takes the stream's mutex, so the mutex covers only the
     /// copy into each consumer's buffer.
     pub fn emit_encoded(&mut self, db: usize, command: &[u8]) {
+        self.emit_encoded_unit(db, &[command]);
+    }
+
+    /// Encoded commands as one unit in database `db`, wrapped in `MULTI`/`EXEC` when more than
+    /// one, byte for byte what [`WriteStream::end_unit`] writes for that unit (a shared-path
+    /// write that created a filter: its `BF.RESERVE`, then itself).
+    pub fn emit_encoded_unit(&mut self, db: usize, commands: &[&[u8]]) {
         self.end_unit();
+        let wrap = commands.len() > 1;
         for s in &mut self.subs {
             let before = s.buf.len();
             select_if_needed(s, db);
-            s.buf.extend_from_slice(command);
+            if wrap {
+                s.buf.extend_from_slice(MULTI);
+            }
+            for command in commands {
+                s.buf.extend_from_slice(command);
+            }
+            if wrap {
+                s.buf.extend_from_slice(EXEC);
+            }
             s.offset += (s.buf.len() - before) as u64;
             if let Some(n) = &s.notify {
                 n.notify_one();

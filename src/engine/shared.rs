@@ -410,6 +410,9 @@ pub struct Shared {
     /// `cf-max-expansions`, for CF.ADD on the shared path, which takes no config lock
     /// (`commands::shared_path`).
     pub cf_max_expansions: AtomicU64,
+    /// `bf-error-rate`, `bf-initial-size` and `bf-expansion-factor`, for BF.ADD and BF.MADD
+    /// creating a filter on the shared path.
+    pub bf_defaults: crate::store::db::BloomDefaults,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
     pub aof: Mutex<Option<AofSink>>,
@@ -434,6 +437,11 @@ impl Shared {
         engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
         let cf_max_expansions = config.cf_max_expansions;
+        let bf_defaults = (
+            config.bf_error_rate,
+            config.bf_initial_size as u64,
+            config.bf_expansion_factor as u32,
+        );
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -454,6 +462,7 @@ impl Shared {
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
             cf_max_expansions: AtomicU64::new(u64::from(cf_max_expansions)),
+            bf_defaults: crate::store::db::BloomDefaults::default(),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),
@@ -463,6 +472,9 @@ impl Shared {
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
+        shared
+            .bf_defaults
+            .set(bf_defaults.0, bf_defaults.1, bf_defaults.2);
         {
             let mut engine = shared.engine();
             engine.pubsub.limit = Some(obuf_limits.pubsub);
@@ -482,6 +494,13 @@ impl Shared {
         self.repl_knobs.update(&config);
         self.cf_max_expansions
             .store(u64::from(config.cf_max_expansions), Ordering::Relaxed);
+        // CONFIG SET runs under the exclusive keyspace lock, so no shared-path reader sees these
+        // three half updated.
+        self.bf_defaults.set(
+            config.bf_error_rate,
+            config.bf_initial_size as u64,
+            config.bf_expansion_factor as u32,
+        );
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         // After the write, so a connection that sees the new generation reads the new values.
         self.config_gen.fetch_add(1, Ordering::Release);

@@ -169,6 +169,13 @@ pub struct SharedDb<'a> {
     inserted: usize,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
     pub cf_max_expansions: u64,
+    /// The `bf-*` defaults a BF.ADD or BF.MADD that creates its filter takes.
+    pub bf_defaults: Option<&'a BloomDefaults>,
+    /// Whether the write stream has consumers: a write that creates a filter then encodes the
+    /// `BF.RESERVE` it propagates before itself ([`SharedDb::propagate_before`]).
+    pub propagating: bool,
+    /// That command, encoded (`engine::propagate::encode_command`).
+    prelude: Option<Vec<u8>>,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
@@ -292,6 +299,18 @@ impl<'a> SharedDb<'a> {
         self.writes
     }
 
+    /// Records `command` (encoded) to enter the write stream before this command, the two as
+    /// one `MULTI`/`EXEC` unit, as the exclusive path propagates a filter it created (its
+    /// `BF.RESERVE`, then the command).
+    pub fn propagate_before(&mut self, command: Vec<u8>) {
+        self.prelude = Some(command);
+    }
+
+    /// [`SharedDb::propagate_before`]'s command, if any.
+    pub fn prelude(&self) -> Option<&[u8]> {
+        self.prelude.as_deref()
+    }
+
     /// Keys added, which the caller adds to the database's key count
     /// ([`Db::add_shared_inserts`]) once the command was not deferred, before the shared lock
     /// is let go.
@@ -360,6 +379,35 @@ impl<'a> SharedDb<'a> {
         // The value (offset 0) and the code (ENC_OFF, after it) do not overlap.
         let (value, enc) = unsafe { (&mut *value, &mut *enc) };
         Some(SharedSlot::Live(SharedEntry { value, enc, ttl }))
+    }
+}
+
+/// The `bf-*` configuration defaults for filters BF.ADD and BF.MADD create, mirrored for the
+/// shared path, which takes no config lock. Written only by CONFIG SET, under the exclusive
+/// keyspace lock, so a reader under the shared lock sees the three from one configuration.
+#[derive(Debug, Default)]
+pub struct BloomDefaults {
+    error_rate: AtomicU64,
+    initial_size: AtomicU64,
+    expansion: AtomicU64,
+}
+
+impl BloomDefaults {
+    /// (error rate, capacity, expansion), as `commands::bloom` reads them from the config.
+    pub fn get(&self) -> (f64, u64, u32) {
+        (
+            f64::from_bits(self.error_rate.load(Ordering::Relaxed)),
+            self.initial_size.load(Ordering::Relaxed),
+            self.expansion.load(Ordering::Relaxed) as u32,
+        )
+    }
+
+    pub fn set(&self, error_rate: f64, initial_size: u64, expansion: u32) {
+        self.error_rate
+            .store(error_rate.to_bits(), Ordering::Relaxed);
+        self.initial_size.store(initial_size, Ordering::Relaxed);
+        self.expansion
+            .store(u64::from(expansion), Ordering::Relaxed);
     }
 }
 
@@ -617,6 +665,9 @@ impl Db {
             writes: 0,
             inserted: 0,
             cf_max_expansions: u64::MAX,
+            bf_defaults: None,
+            propagating: false,
+            prelude: None,
             first_key: (0, 0, 0),
         }
     }
