@@ -89,6 +89,10 @@ const TESTS: &[(&str, Gen)] = &[
     ("CF.ADD", |t, i| {
         vec!["CF.ADD".into(), format!("cf:{t}"), i.to_string()]
     }),
+    // A new filter per request (the cf-* defaults: 1024 items).
+    ("CF.ADD-new", |t, i| {
+        vec!["CF.ADD".into(), format!("newcf:{t}:{i}"), "x".into()]
+    }),
     ("CF.EXISTS", |t, i| {
         vec!["CF.EXISTS".into(), format!("cf:{t}"), i.to_string()]
     }),

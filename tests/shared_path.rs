@@ -365,6 +365,10 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
                                 ],
                                 b"*2\r\n:1\r\n:1\r\n".to_vec(),
                             ),
+                            (
+                                vec!["CF.ADD".into(), format!("cf:{t}:{i}"), "item".into()],
+                                b":1\r\n".to_vec(),
+                            ),
                         ]
                     })
                     .collect();
@@ -375,7 +379,7 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
     for w in writers {
         w.join().expect("writer");
     }
-    let want = FILL + 4 * CONNS * PER_CONN;
+    let want = FILL + 5 * CONNS * PER_CONN;
     assert_eq!(
         setup.cmd_str(&["DBSIZE"]),
         format!(":{want}\r\n").into_bytes()
@@ -403,6 +407,8 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
                 "{}",
                 String::from_utf8_lossy(&info)
             );
+            let cf = format!("cf:{t}:{i}");
+            assert_eq!(c.cmd_str(&["CF.EXISTS", &cf, "item"]), b":1\r\n");
             let bm = format!("bm:{t}:{i}");
             assert_eq!(
                 c.cmd_str(&["BF.MEXISTS", &bm, "a", "b"]),

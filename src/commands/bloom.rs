@@ -19,7 +19,9 @@ use crate::numeric::int::Decimal;
 use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
-use crate::store::db::{BloomDefaults, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup};
+use crate::store::db::{
+    FilterDefaults, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup,
+};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -281,11 +283,11 @@ fn with_reserve_argv<R>(
 fn create_shared<R>(
     vacancy: SharedVacancy,
     key: &[u8],
-    defaults: Option<&BloomDefaults>,
+    defaults: Option<&FilterDefaults>,
     propagating: bool,
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<(R, Option<Vec<u8>>)> {
-    let (rate, capacity, expansion) = defaults?.get();
+    let (rate, capacity, expansion) = defaults?.bloom();
     // `maxmemory` is 0 here: the shared path takes no write while it is set.
     let mut value = new_filter(0, capacity, rate, expansion, false).ok()?;
     let Value::Bloom(bf) = &mut value else {
@@ -393,7 +395,7 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// or an add that fails (a full non-scaling filter; a link that cannot be had), which changes
 /// nothing: the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let (defaults, propagating) = (db.bf_defaults, db.propagating);
+    let (defaults, propagating) = (db.filter_defaults, db.propagating);
     let added = match db.write_or_vacant(&argv[1]) {
         None => return Ok(Reply::Null),
         Some(SharedSlot::Live(e)) => {
@@ -438,7 +440,7 @@ fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// writes). Another type, or items that may open a link: the exclusive path, before anything
 /// changed.
 fn madd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let (defaults, propagating) = (db.bf_defaults, db.propagating);
+    let (defaults, propagating) = (db.filter_defaults, db.propagating);
     let items = &argv[2..];
     // Room for every item: no add can fail, no link opens.
     let fits = |bf: &mut ScalingBloom| bf.room_in_newest() >= items.len() as u64;

@@ -18,7 +18,7 @@ use crate::protocol::Reply;
 use crate::store::cuckoo::{
     CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,
 };
-use crate::store::db::{ReadView, SharedDb, TypedLookup};
+use crate::store::db::{FilterDefaults, ReadView, SharedDb, SharedSlot, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -178,6 +178,35 @@ fn create(
     Ok(v)
 }
 
+/// `f` on the arguments of the `CF.RESERVE` that recreates a filter made with these parameters
+/// ([`filter_for_insert`]; the shared path encodes it, [`add_shared`]).
+fn with_reserve_argv<R>(
+    key: &[u8],
+    capacity: u64,
+    bucket_size: u16,
+    max_iterations: u16,
+    expansion: u16,
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
+    let (cap, bucket, iters, expansion) = (
+        Decimal::of_u64(capacity),
+        Decimal::of_u64(u64::from(bucket_size)),
+        Decimal::of_u64(u64::from(max_iterations)),
+        Decimal::of_u64(u64::from(expansion)),
+    );
+    f(&[
+        b"CF.RESERVE" as &[u8],
+        key,
+        cap.as_bytes(),
+        b"BUCKETSIZE",
+        bucket.as_bytes(),
+        b"MAXITERATIONS",
+        iters.as_bytes(),
+        b"EXPANSION",
+        expansion.as_bytes(),
+    ])
+}
+
 /// The filter under `key` for an insert command, created from `capacity` and the configured defaults
 /// when missing (unless `nocreate`), and refused once it has `cf-max-expansions` sub-filters.
 /// A filter it creates is propagated as an explicit `CF.RESERVE` with the parameters used, so a
@@ -203,26 +232,10 @@ fn filter_for_insert<'a>(
             ctx.db().insert(key.clone(), v);
             if ctx.propagating() {
                 let dbi = ctx.client.db;
-                let (cap, bucket, iters, expansion) = (
-                    Decimal::of_u64(capacity),
-                    Decimal::of_u64(d.bucket_size as u64),
-                    Decimal::of_u64(d.max_iterations as u64),
-                    Decimal::of_u64(d.expansion as u64),
-                );
-                ctx.also_propagate(
-                    dbi,
-                    &[
-                        b"CF.RESERVE" as &[u8],
-                        key,
-                        cap.as_bytes(),
-                        b"BUCKETSIZE",
-                        bucket.as_bytes(),
-                        b"MAXITERATIONS",
-                        iters.as_bytes(),
-                        b"EXPANSION",
-                        expansion.as_bytes(),
-                    ],
-                );
+                let (bucket, iters, exp) = (d.bucket_size, d.max_iterations, d.expansion);
+                with_reserve_argv(key, capacity, bucket, iters, exp, |argv| {
+                    ctx.also_propagate(dbi, argv)
+                });
             }
         }
         Lookup::Cuckoo => {}
@@ -334,31 +347,76 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// CF.ADD under the shared lock (`shared_path`): an existing filter below `cf-max-expansions`,
-/// in place, growth included. A new key, another type, the expansion limit, or an insert that
-/// finds no room (the eviction walk undoes itself) or cannot grow (which changes nothing): the
-/// exclusive path.
+/// in place, growth included, or a new one from the `cf-*` defaults where a key can be added
+/// there (`SharedDb::write_or_vacant`; its `CF.RESERVE` enters the write stream before the
+/// command, as the exclusive path propagates it). Another type, the expansion limit, or an
+/// insert that finds no room (the eviction walk undoes itself) or cannot grow (which changes
+/// nothing): the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     let max_expansions = db.cf_max_expansions;
-    let Some(e) = db.write(&argv[1]) else {
-        return Ok(Reply::Null);
-    };
-    let Value::Cuckoo(cf) = e.value else {
-        return super::shared_path::defer(db);
-    };
-    if cf.num_filters() as u64 >= max_expansions {
-        return super::shared_path::defer(db);
-    }
-    match cf.insert(&argv[2]) {
-        InsertOutcome::Inserted => {
-            db.wrote();
-            Ok(Reply::Bool(true))
+    let (defaults, propagating) = (db.filter_defaults, db.propagating);
+    // Checked once, before the item, as `filter_for_insert` does.
+    let insert = |cf: &mut CuckooFilter| {
+        if cf.num_filters() as u64 >= max_expansions {
+            return None;
         }
-        InsertOutcome::Exists => {
-            db.wrote();
-            Ok(Reply::Bool(false))
+        match cf.insert(&argv[2]) {
+            InsertOutcome::Inserted => Some(true),
+            InsertOutcome::Exists => Some(false),
+            InsertOutcome::NoSpace | InsertOutcome::AllocFailed => None,
         }
-        InsertOutcome::NoSpace | InsertOutcome::AllocFailed => super::shared_path::defer(db),
-    }
+    };
+    let added = match db.write_or_vacant(&argv[1]) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(e)) => {
+            let Value::Cuckoo(cf) = e.value else {
+                return super::shared_path::defer(db);
+            };
+            match insert(cf) {
+                Some(added) => added,
+                None => return super::shared_path::defer(db),
+            }
+        }
+        Some(SharedSlot::Vacant(v)) => {
+            let Some(d) = defaults.map(FilterDefaults::cuckoo) else {
+                return super::shared_path::defer(db);
+            };
+            // `maxmemory` is 0 here: the shared path takes no write while it is set.
+            let made = create(
+                0,
+                d.initial_size,
+                d.bucket_size,
+                d.max_iterations,
+                d.expansion,
+            );
+            let Ok(mut value) = made else {
+                return super::shared_path::defer(db);
+            };
+            let Value::Cuckoo(cf) = &mut value else {
+                return super::shared_path::defer(db);
+            };
+            let Some(added) = insert(cf) else {
+                return super::shared_path::defer(db);
+            };
+            v.insert(value);
+            if propagating {
+                let key = &argv[1];
+                let (cap, bucket, iters, exp) =
+                    (d.initial_size, d.bucket_size, d.max_iterations, d.expansion);
+                let reserve = with_reserve_argv(key, cap, bucket, iters, exp, |argv| {
+                    let mut out = Vec::new();
+                    crate::engine::propagate::encode_command(&mut out, argv);
+                    out
+                });
+                db.propagate_before(reserve);
+            }
+            // The key added is a write of its own, as on the exclusive path (`Db::insert`).
+            db.wrote();
+            added
+        }
+    };
+    db.wrote();
+    Ok(Reply::Bool(added))
 }
 
 /// `CF.ADDNX key item` → `:1` / `#t` if added, `:0` / `#f` if present.

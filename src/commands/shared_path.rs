@@ -453,7 +453,7 @@ fn try_shared(
         _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
     }
     view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
-    view.bf_defaults = Some(&shared.bf_defaults);
+    view.filter_defaults = Some(&shared.filter_defaults);
     view.propagating = engine.stream.is_active();
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
@@ -1175,6 +1175,8 @@ mod tests {
             (&["BF.ADD", "new-bf", "x"], "new-bf"),
             (&["BF.ADD", "new-bf", "x"], "new-bf"),
             (&["BF.MADD", "new-bf2", "x", "y", "x"], "new-bf2"),
+            (&["CF.ADD", "new-cf", "x"], "new-cf"),
+            (&["CF.ADD", "new-cf", "x"], "new-cf"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1198,7 +1200,7 @@ mod tests {
             );
         }
         // A write a case, and one more for each filter created (the key added).
-        let n = cases.len() as u64 + 2;
+        let n = cases.len() as u64 + 3;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1213,6 +1215,14 @@ mod tests {
             text.contains(
                 "*1 $5 MULTI *6 $10 BF.RESERVE $6 new-bf $4 0.01 $3 100 $9 EXPANSION $1 2 \
                  *3 $6 BF.ADD $6 new-bf $1 x *1 $4 EXEC "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "*1 $5 MULTI *9 $10 CF.RESERVE $6 new-cf $4 1024 $10 BUCKETSIZE $1 2 \
+                 $13 MAXITERATIONS $2 20 $9 EXPANSION $1 1 *3 $6 CF.ADD $6 new-cf $1 x \
+                 *1 $4 EXEC "
             ),
             "{text}"
         );

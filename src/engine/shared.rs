@@ -410,9 +410,8 @@ pub struct Shared {
     /// `cf-max-expansions`, for CF.ADD on the shared path, which takes no config lock
     /// (`commands::shared_path`).
     pub cf_max_expansions: AtomicU64,
-    /// `bf-error-rate`, `bf-initial-size` and `bf-expansion-factor`, for BF.ADD and BF.MADD
-    /// creating a filter on the shared path.
-    pub bf_defaults: crate::store::db::BloomDefaults,
+    /// The `bf-*` and `cf-*` defaults, for adds creating a filter on the shared path.
+    pub filter_defaults: crate::store::db::FilterDefaults,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
     pub aof: Mutex<Option<AofSink>>,
@@ -437,11 +436,6 @@ impl Shared {
         engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
         let cf_max_expansions = config.cf_max_expansions;
-        let bf_defaults = (
-            config.bf_error_rate,
-            config.bf_initial_size as u64,
-            config.bf_expansion_factor as u32,
-        );
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -462,7 +456,7 @@ impl Shared {
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
             cf_max_expansions: AtomicU64::new(u64::from(cf_max_expansions)),
-            bf_defaults: crate::store::db::BloomDefaults::default(),
+            filter_defaults: crate::store::db::FilterDefaults::default(),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),
@@ -472,9 +466,7 @@ impl Shared {
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
-        shared
-            .bf_defaults
-            .set(bf_defaults.0, bf_defaults.1, bf_defaults.2);
+        shared.mirror_filter_defaults(&shared.config());
         {
             let mut engine = shared.engine();
             engine.pubsub.limit = Some(obuf_limits.pubsub);
@@ -482,6 +474,21 @@ impl Shared {
             engine.pubsub.tracking.max_keys = tracking_max_keys;
         }
         shared
+    }
+
+    fn mirror_filter_defaults(&self, config: &Config) {
+        self.filter_defaults.set_bloom(
+            config.bf_error_rate,
+            config.bf_initial_size as u64,
+            config.bf_expansion_factor as u32,
+        );
+        self.filter_defaults
+            .set_cuckoo(crate::store::db::CuckooDefaults {
+                initial_size: config.cf_initial_size,
+                bucket_size: config.cf_bucket_size,
+                max_iterations: config.cf_max_iterations,
+                expansion: config.cf_expansion_factor,
+            });
     }
 
     /// The configuration for reading. A poisoned lock still holds a valid config: recover it.
@@ -495,12 +502,8 @@ impl Shared {
         self.cf_max_expansions
             .store(u64::from(config.cf_max_expansions), Ordering::Relaxed);
         // CONFIG SET runs under the exclusive keyspace lock, so no shared-path reader sees these
-        // three half updated.
-        self.bf_defaults.set(
-            config.bf_error_rate,
-            config.bf_initial_size as u64,
-            config.bf_expansion_factor as u32,
-        );
+        // half updated.
+        self.mirror_filter_defaults(&config);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         // After the write, so a connection that sees the new generation reads the new values.
         self.config_gen.fetch_add(1, Ordering::Release);

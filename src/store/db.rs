@@ -169,10 +169,10 @@ pub struct SharedDb<'a> {
     inserted: usize,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
     pub cf_max_expansions: u64,
-    /// The `bf-*` defaults a BF.ADD or BF.MADD that creates its filter takes.
-    pub bf_defaults: Option<&'a BloomDefaults>,
+    /// The defaults an add that creates its filter takes.
+    pub filter_defaults: Option<&'a FilterDefaults>,
     /// Whether the write stream has consumers: a write that creates a filter then encodes the
-    /// `BF.RESERVE` it propagates before itself ([`SharedDb::propagate_before`]).
+    /// `BF.RESERVE` or `CF.RESERVE` it propagates before itself ([`SharedDb::propagate_before`]).
     pub propagating: bool,
     /// That command, encoded (`engine::propagate::encode_command`).
     prelude: Option<Vec<u8>>,
@@ -301,7 +301,7 @@ impl<'a> SharedDb<'a> {
 
     /// Records `command` (encoded) to enter the write stream before this command, the two as
     /// one `MULTI`/`EXEC` unit, as the exclusive path propagates a filter it created (its
-    /// `BF.RESERVE`, then the command).
+    /// `BF.RESERVE` or `CF.RESERVE`, then the command).
     pub fn propagate_before(&mut self, command: Vec<u8>) {
         self.prelude = Some(command);
     }
@@ -382,32 +382,66 @@ impl<'a> SharedDb<'a> {
     }
 }
 
-/// The `bf-*` configuration defaults for filters BF.ADD and BF.MADD create, mirrored for the
-/// shared path, which takes no config lock. Written only by CONFIG SET, under the exclusive
-/// keyspace lock, so a reader under the shared lock sees the three from one configuration.
+/// The configuration defaults for filters that adds create (`bf-*` for BF.ADD and BF.MADD,
+/// `cf-*` for CF.ADD), mirrored for the shared path, which takes no config lock. Written only
+/// by CONFIG SET, under the exclusive keyspace lock, so a reader under the shared lock sees them
+/// all from one configuration.
 #[derive(Debug, Default)]
-pub struct BloomDefaults {
-    error_rate: AtomicU64,
-    initial_size: AtomicU64,
-    expansion: AtomicU64,
+pub struct FilterDefaults {
+    bf_error_rate: AtomicU64,
+    bf_initial_size: AtomicU64,
+    bf_expansion: AtomicU64,
+    cf_initial_size: AtomicU64,
+    cf_bucket_size: AtomicU64,
+    cf_max_iterations: AtomicU64,
+    cf_expansion: AtomicU64,
 }
 
-impl BloomDefaults {
+/// The `cf-*` defaults a CF.ADD that creates its filter takes ([`FilterDefaults::cuckoo`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CuckooDefaults {
+    pub initial_size: u64,
+    pub bucket_size: u16,
+    pub max_iterations: u16,
+    pub expansion: u16,
+}
+
+impl FilterDefaults {
     /// (error rate, capacity, expansion), as `commands::bloom` reads them from the config.
-    pub fn get(&self) -> (f64, u64, u32) {
+    pub fn bloom(&self) -> (f64, u64, u32) {
         (
-            f64::from_bits(self.error_rate.load(Ordering::Relaxed)),
-            self.initial_size.load(Ordering::Relaxed),
-            self.expansion.load(Ordering::Relaxed) as u32,
+            f64::from_bits(self.bf_error_rate.load(Ordering::Relaxed)),
+            self.bf_initial_size.load(Ordering::Relaxed),
+            self.bf_expansion.load(Ordering::Relaxed) as u32,
         )
     }
 
-    pub fn set(&self, error_rate: f64, initial_size: u64, expansion: u32) {
-        self.error_rate
+    pub fn cuckoo(&self) -> CuckooDefaults {
+        CuckooDefaults {
+            initial_size: self.cf_initial_size.load(Ordering::Relaxed),
+            bucket_size: self.cf_bucket_size.load(Ordering::Relaxed) as u16,
+            max_iterations: self.cf_max_iterations.load(Ordering::Relaxed) as u16,
+            expansion: self.cf_expansion.load(Ordering::Relaxed) as u16,
+        }
+    }
+
+    pub fn set_bloom(&self, error_rate: f64, initial_size: u64, expansion: u32) {
+        self.bf_error_rate
             .store(error_rate.to_bits(), Ordering::Relaxed);
-        self.initial_size.store(initial_size, Ordering::Relaxed);
-        self.expansion
+        self.bf_initial_size.store(initial_size, Ordering::Relaxed);
+        self.bf_expansion
             .store(u64::from(expansion), Ordering::Relaxed);
+    }
+
+    pub fn set_cuckoo(&self, d: CuckooDefaults) {
+        self.cf_initial_size
+            .store(d.initial_size, Ordering::Relaxed);
+        self.cf_bucket_size
+            .store(u64::from(d.bucket_size), Ordering::Relaxed);
+        self.cf_max_iterations
+            .store(u64::from(d.max_iterations), Ordering::Relaxed);
+        self.cf_expansion
+            .store(u64::from(d.expansion), Ordering::Relaxed);
     }
 }
 
@@ -665,7 +699,7 @@ impl Db {
             writes: 0,
             inserted: 0,
             cf_max_expansions: u64::MAX,
-            bf_defaults: None,
+            filter_defaults: None,
             propagating: false,
             prelude: None,
             first_key: (0, 0, 0),
