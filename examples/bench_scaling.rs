@@ -25,6 +25,10 @@
 //!
 //! Defaults: 200k ops per thread, threads 1,2, batch 16 (redis-benchmark -P 16).
 //!
+//! `BENCH_PREFETCH=1` prefetches each batch's keys first, as the connection loop does
+//! (`commands::prefetch_keys`); `BENCH_SHARED_INSERTS=0` keeps new keys on the exclusive path, as
+//! a single-threaded server does (`store::db::Store::shared_inserts`).
+//!
 //! `BENCH_STREAM=1` gives every engine a consumer of its write stream, drained every millisecond
 //! under the shared lock as the AOF writer drains it (`persistence::aof`): what the AOF costs
 //! writes, the stream's mutex included.
@@ -155,6 +159,8 @@ fn main() {
         .unwrap_or(16)
         .max(1);
     let with_stream = std::env::var("BENCH_STREAM").is_ok_and(|v| v == "1");
+    let prefetch = std::env::var("BENCH_PREFETCH").is_ok_and(|v| v == "1");
+    let shared_inserts = std::env::var("BENCH_SHARED_INSERTS").map_or(true, |v| v != "0");
     println!(
         "in-process, {ops} ops per thread, batch {batch}, {} cores, load average {}{}",
         std::thread::available_parallelism()
@@ -189,9 +195,10 @@ fn main() {
             let engines: Vec<Arc<Shared>> = (0..if mode == Mode::Partitioned { n } else { 1 })
                 .map(|_| Shared::new(Config::default(), commands::table().len()))
                 .collect();
-            // As the server on a multi-thread runtime: shared-path writes may add keys.
+            // As the server on a multi-thread runtime: shared-path writes may add keys (unless
+            // BENCH_SHARED_INSERTS=0).
             for shared in &engines {
-                shared.engine().store.shared_inserts = true;
+                shared.engine().store.shared_inserts = shared_inserts;
             }
             for t in 0..n {
                 let shared = &engines[t % engines.len()];
@@ -264,6 +271,13 @@ fn main() {
                                 EngineLock::exclusive_from_start(&shared)
                             };
                             let t1 = Instant::now();
+                            if prefetch {
+                                commands::prefetch_keys(
+                                    engine.engine(),
+                                    &mut c,
+                                    chunk.iter().map(|a| &a[..]),
+                                );
+                            }
                             let now = commands::now_ms();
                             for argv in chunk {
                                 let reply = engine

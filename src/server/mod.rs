@@ -108,8 +108,34 @@
 //! without the pump. A replica's own backlog (kept for its sub-replicas, fed by its primary)
 //! still closes the path to its clients' writes.
 //!
-//! Still exclusive: writes that add or remove keys (so SET of fresh keys), multi-key writes and
-//! MULTI/EXEC.
+//! New keys (2026-12-06, evening): a key's stripe is the low 8 bits of its key-table segment
+//! index, so in a table of 256 segments or more (about 32k keys) a stripe guards whole segments,
+//! and a write holding it may add a key there (`store::keytable::KeyTable::insert_shared`): SET
+//! (no option), INCR/DECR/INCRBY/DECRBY, BF.ADD, BF.MADD and CF.ADD of a missing key, a created
+//! filter's `BF.RESERVE`/`CF.RESERVE` entering the stream with its command as one MULTI/EXEC
+//! unit, as on the exclusive path. Segment splits stay exclusive: shared inserts may run 1/16
+//! past the split mark, and the exclusive path catches up (up to 4 splits per key it adds, and
+//! in the cron). On only with a multi-thread runtime: the batch prefetch must then hold a stripe
+//! per key it walks. `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds
+//! (2026-12-06 17:34–17:48 UTC, load 1.2–1.7; `for r in 1 2 3; do target/release/examples/
+//! bench_scaling N 1,2 16 C; done` with N = 400k for SET-new/INCR-new, 200k BF.ADD-new, 100k
+//! CF.ADD-new), M ops/s:
+//!
+//! | command, new keys | exclusive, 2 threads | shared, 2 | partitioned, 2 | shared/exclusive | shared/partitioned |
+//! |---|---:|---:|---:|---:|---:|
+//! | SET | 1.00 | 2.59 | 3.48 | 2.6 | 0.74 |
+//! | INCR | 1.31 | 3.09 | 4.19 | 2.4 | 0.74 |
+//! | BF.ADD (a default filter each) | 0.93 | 2.48 | 3.04 | 2.7 | 0.82 |
+//! | CF.ADD (a default filter each) | 0.47 | 1.55 | 1.93 | 3.3 | 0.80 |
+//!
+//! What separates shared inserts from the partitioned bound is true sharing: two cores add to
+//! the same segments' tables and take the same stripe lines, where partitioned threads have a
+//! table each. Projection as for in-place writes, min(N / (c_in + c_out), S / c_in), plus a
+//! serial part this box cannot size: the segment splits, one per 128 keys added, all on the
+//! exclusive path, where every other core waits for them.
+//!
+//! Still exclusive: deletions, TTLs (the expiry queue is one per database), SET with options,
+//! multi-key writes and MULTI/EXEC, and new keys in tables under 32k keys.
 //!
 //! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
 //! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (README,

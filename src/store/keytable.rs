@@ -63,6 +63,18 @@
 //! advances; the reverse merge gives memory back after mass deletions ([`KeyTable::shrink`]).
 //! Every resize is O([`SEG_KEYS`]).
 //!
+//! # Keys added under the shared keyspace lock
+//! A key's stripe (`store::db::Stripes`, the value locks of the shared path) is the low 8 bits of
+//! its segment bits ([`stripe_of`]). A key's segment is those bits modulo `2^level` or
+//! `2^(level+1)`, so from level 8 (256 segments, ~32k keys) on, all keys of a segment share the
+//! segment index modulo 256 as their stripe, and whoever holds that stripe for writing is the
+//! only one on the shared path looking into the segment. [`KeyTable::insert_shared`] adds a key
+//! there: the segment's map may grow (hence [`SegMap`]'s cell), the segment list, the `Arc`s and
+//! the other segments do not change. It is refused ([`KeyTable::can_insert_shared`]) below
+//! level 8, when a snapshot holds the segment, and past 1/16 over the split mark: splits stay on
+//! the exclusive path, which catches up ([`KeyTable::grew`], [`KeyTable::shrink`]). The key
+//! count is an atomic its callers add to once per batch ([`KeyTable::add_shared_len`]).
+//!
 //! # Filters' reserved bytes
 //! The bytes a filter reserved but never wrote count toward `used_memory` once
 //! (`store::pages::Reservation`). A snapshot used to hold uncounted copies; now it holds the
@@ -781,7 +793,8 @@ impl KeyTable {
         }
     }
 
-    /// Gives memory back after deletions, as Redis's cron resizes a dict below 10% fill
+    /// Splits what keys added under the shared lock left due, then gives memory back after
+    /// deletions, as Redis's cron resizes a dict below 10% fill
     /// (`tryResizeHashTables`): merges segments while they average under a quarter of
     /// [`SEG_KEYS`] (at most [`MERGE_BUDGET`] entries moved per call), and shrinks a segment's
     /// tables below a tenth full. Segments a snapshot holds are left for a later call.
