@@ -64,6 +64,15 @@ const TESTS: &[(&str, Gen)] = &[
     ("SET-new", |t, i| {
         vec!["SET".into(), format!("new:{t}:{i}"), "xxx".into()]
     }),
+    // A key that comes and goes: SET of a new key, then its DEL (both under the shared lock).
+    ("DEL-new", |t, i| {
+        let key = format!("tmp:{t}:{}", i / 2);
+        if i % 2 == 0 {
+            vec!["SET".into(), key, "xxx".into()]
+        } else {
+            vec!["DEL".into(), key]
+        }
+    }),
     ("GET", |t, i| {
         vec!["GET".into(), format!("key:{t}:{}", i % 100_000)]
     }),

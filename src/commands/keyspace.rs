@@ -38,8 +38,8 @@ use crate::store::Value;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, WRITE, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys.", del),
-    cmd("unlink", -2, WRITE | FAST, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys.", del),
+    cmd("del", -2, WRITE, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys.", del).shared_write(del_shared),
+    cmd("unlink", -2, WRITE | FAST, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys.", del).shared_write(del_shared),
     cmd("exists", -2, READONLY | FAST, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist.", exists).shared_read(exists_shared),
     cmd("touch", -2, READONLY | FAST, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", exists),
     cmd("type", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key.", type_cmd),
@@ -99,6 +99,21 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     Ok(Reply::Int(n))
+}
+
+/// DEL / UNLINK under the shared lock (`shared_path`): keys without a TTL, removed from their
+/// segments under their stripes (`SharedDb::deletable`), on a multi-thread runtime in a table
+/// big enough for that. Every key is checked before any is removed, so a deferral (a TTL, a
+/// snapshot, a small table) changes nothing. The reply counts the keys removed, a repeated key
+/// once, as [`del`].
+fn del_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    for key in &argv[1..] {
+        if db.deletable(key).is_none() {
+            return Ok(Reply::Null);
+        }
+    }
+    let n = argv[1..].iter().filter(|key| db.delete(key)).count();
+    Ok(Reply::Int(n as i64))
 }
 
 /// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).

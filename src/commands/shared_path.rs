@@ -312,26 +312,29 @@ pub struct BatchWrites {
     db: usize,
     /// Writes, for `dirty`.
     writes: u64,
-    /// Keys added, for the key count.
+    /// Keys added and removed, for the key count.
     inserted: usize,
+    removed: usize,
 }
 
 /// Adds a batch's shared-path writes to their database's `dirty` (`Store::db` folds them in),
-/// and the keys it added to the database's key count. Once per batch, not per write: the
+/// and the keys it added and removed to the database's key count. Once per batch, not per write: the
 /// counters are one cache line each that every core's writes would otherwise pass around. Done
 /// before the shared lock is let go, so every holder of the exclusive lock sees exact counts;
 /// under the shared lock they may lag by the batches running (`KeyTable::can_insert_shared`
 /// allows for that).
 fn add_writes(engine: &Engine, writes: &mut BatchWrites) {
-    if writes.writes != 0 || writes.inserted != 0 {
+    // Every key added or removed counted a write.
+    if writes.writes != 0 {
         if let Some(db) = engine.store.dbs.get(writes.db) {
             db.shared_dirty
                 .0
                 .fetch_add(writes.writes, Ordering::Relaxed);
-            db.add_shared_inserts(writes.inserted);
+            db.count_shared(writes.inserted, writes.removed);
         }
         writes.writes = 0;
         writes.inserted = 0;
+        writes.removed = 0;
     }
 }
 
@@ -505,6 +508,7 @@ fn try_shared(
         }
         writes.writes += view.writes();
         writes.inserted += view.inserted();
+        writes.removed += view.removed();
     }
     drop(view);
     let ended = mono_ns();
@@ -868,8 +872,9 @@ mod tests {
     #[test]
     fn writes_that_cannot_be_made_in_place_run_on_the_exclusive_path() {
         let cases: &[&[&str]] = &[
-            // New keys.
+            // New keys, and a deletion (removals are off with inserts, `Store::shared_inserts`).
             &["SET", "new", "v"],
+            &["DEL", "s"],
             &["INCR", "new"],
             &["BF.ADD", "new", "x"],
             &["CF.ADD", "new", "x"],
@@ -1177,6 +1182,10 @@ mod tests {
             (&["BF.MADD", "new-bf2", "x", "y", "x"], "new-bf2"),
             (&["CF.ADD", "new-cf", "x"], "new-cf"),
             (&["CF.ADD", "new-cf", "x"], "new-cf"),
+            // Deletions: one key, several (a repeated one counted once), a filter.
+            (&["DEL", "new-int"], "new-int"),
+            (&["UNLINK", "new-b", "new-c", "new-b"], "new-c"),
+            (&["DEL", "new-cf"], "new-cf"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1199,8 +1208,9 @@ mod tests {
                 "key count after {words:?}"
             );
         }
-        // A write a case, and one more for each filter created (the key added).
-        let n = cases.len() as u64 + 3;
+        // A write a case, one more for each filter created (the key added), and one more for
+        // the UNLINK's second key.
+        let n = cases.len() as u64 + 3 + 1;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1228,9 +1238,24 @@ mod tests {
         );
         // What still defers with inserts on: an option, another type's error, a key a snapshot
         // can reach (its segment), and a table too small for a segment's keys to share a stripe.
-        for words in [&["SET", "new-e", "v", "NX"][..], &["INCR", "new-s"]] {
+        for words in [
+            &["SET", "new-e", "v", "NX"][..],
+            &["INCR", "new-s"],
+            // A key with a TTL (the expiry queue is the database's), even beside one without.
+            &["DEL", "new-s", "ttl"],
+        ] {
             assert!(!run(&on_shared, &mut c1, words, now).1, "{words:?}");
         }
+        // The deferred DEL deleted nothing before it deferred; the exclusive path deleted both.
+        assert_eq!(
+            format!(
+                "{:?}",
+                run_exclusive(&on_shared, &mut c1, &["EXISTS", "new-s", "ttl"], now)
+            ),
+            format!("{:?}", Reply::Int(0))
+        );
+        // A missing key is answered on the shared path, whatever the table.
+        assert!(run(&on_shared, &mut c1, &["DEL", "never-was"], now).1);
         let snapshot = on_shared.engine().store.dbs[0].snapshot();
         assert!(!run(&on_shared, &mut c1, &["SET", "new-f", "v"], now).1);
         drop(snapshot);
@@ -1259,6 +1284,9 @@ mod tests {
                             [
                                 argv(&["SET", &format!("k:{t}:{i}"), &i.to_string()]),
                                 argv(&["INCR", &format!("c:{t}:{i}")]),
+                                // A key that comes and goes.
+                                argv(&["SET", &format!("d:{t}:{i}"), "v"]),
+                                argv(&["DEL", &format!("d:{t}:{i}")]),
                                 // Keys other threads are adding, and the fill: reads of segments
                                 // being written under other stripes.
                                 argv(&["GET", &format!("k:{}:{i}", (t + 1) % THREADS)]),
@@ -1307,7 +1335,16 @@ mod tests {
             .calls
             .load(Ordering::Relaxed);
         let all = THREADS * PER_THREAD as u64;
-        assert!(shared_sets > all / 2, "{shared_sets} of {all} SETs shared");
+        assert!(
+            shared_sets > all,
+            "{shared_sets} of {} SETs shared",
+            2 * all
+        );
+        let (del, _) = table().get(b"DEL").expect("known command");
+        let shared_dels = shared.engine().shared_stats[del]
+            .calls
+            .load(Ordering::Relaxed);
+        assert!(shared_dels > all / 2, "{shared_dels} of {all} DELs shared");
         let mut c = client(1);
         let want = before + 2 * THREADS as i64 * PER_THREAD as i64;
         let got = run_exclusive(&shared, &mut c, &["DBSIZE"], now);

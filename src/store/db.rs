@@ -165,8 +165,10 @@ pub struct SharedDb<'a> {
     held_more: Option<Vec<(usize, StripeGuard<'a>)>>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
-    /// Keys added ([`SharedVacancy::insert`]), for the table's key count.
+    /// Keys added ([`SharedVacancy::insert`]) and removed ([`SharedDb::delete`]), for the
+    /// table's key count.
     inserted: usize,
+    removed: usize,
     /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
     pub cf_max_expansions: u64,
     /// The defaults an add that creates its filter takes.
@@ -311,11 +313,67 @@ impl<'a> SharedDb<'a> {
         self.prelude.as_deref()
     }
 
-    /// Keys added, which the caller adds to the database's key count
-    /// ([`Db::add_shared_inserts`]) once the command was not deferred, before the shared lock
-    /// is let go.
+    /// Keys added, which the caller adds to the database's key count ([`Db::count_shared`])
+    /// once the command was not deferred, before the shared lock is let go.
     pub fn inserted(&self) -> usize {
         self.inserted
+    }
+
+    /// Keys removed, as [`SharedDb::inserted`].
+    pub fn removed(&self) -> usize {
+        self.removed
+    }
+
+    /// Whether `key` can be deleted here: `Some(true)` if it is live and may be removed under
+    /// the shared lock, `Some(false)` if it is missing, `None` with the command deferred (a
+    /// TTL, which the database's expiry queue also holds; a snapshot can reach it; removals
+    /// are off, [`Store::shared_inserts`]; the table is too small for a segment's keys to share
+    /// a stripe; or its stripe is not held for writing). A command of several keys asks for
+    /// each before it deletes any.
+    pub fn deletable(&mut self, key: &[u8]) -> Option<bool> {
+        let h = self.hash(key);
+        let ok = self.holds(stripe_of(h), true)
+            && (self.db.table.expires_len() == 0 || self.db.table.expiry(h, key).is_none());
+        let found = if ok {
+            self.db.table.find_for_write(h, key)
+        } else {
+            ForWrite::Shared
+        };
+        match found {
+            ForWrite::Missing => Some(false),
+            ForWrite::Found(_) if self.inserts && self.db.table.can_remove_shared(h) => Some(true),
+            _ => {
+                self.deferred = true;
+                None
+            }
+        }
+    }
+
+    /// Deletes `key`, which [`SharedDb::deletable`] answered `Some(true)` for (with the same
+    /// stripes still held); false if it is missing. Counts the write.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        let h = self.hash(key);
+        if !self.inserts
+            || !self.holds(stripe_of(h), true)
+            || !matches!(self.db.table.find_for_write(h, key), ForWrite::Found(_))
+            || !self.db.table.can_remove_shared(h)
+        {
+            return false;
+        }
+        // SAFETY: the keyspace lock is held shared (for `'a`) and the key's stripe for writing
+        // (checked just above), `can_remove_shared` holds and `find_for_write` found the entry
+        // unshared, all under these locks: `remove_shared`'s contract. The removal is counted
+        // below and added to the table's count before the shared lock is let go.
+        let entry = unsafe { self.db.table.remove_shared(h, key) };
+        match entry {
+            Some(entry) => {
+                drop(entry);
+                self.removed += 1;
+                self.writes += 1;
+                true
+            }
+            None => false,
+        }
     }
 
     /// `key`'s value for a write in place, or `None` with the command deferred: the key is
@@ -698,6 +756,7 @@ impl Db {
             held_more: None,
             writes: 0,
             inserted: 0,
+            removed: 0,
             cf_max_expansions: u64::MAX,
             filter_defaults: None,
             propagating: false,
@@ -706,11 +765,10 @@ impl Db {
         }
     }
 
-    /// Counts `n` keys added under the shared lock ([`SharedDb::inserted`]).
-    pub fn add_shared_inserts(&self, n: usize) {
-        if n != 0 {
-            self.table.add_shared_len(n);
-        }
+    /// Counts keys added and removed under the shared lock ([`SharedDb::inserted`],
+    /// [`SharedDb::removed`]).
+    pub fn count_shared(&self, added: usize, removed: usize) {
+        self.table.count_shared(added, removed);
     }
 
     /// The stripe of `key` ([`stripe_of`]).

@@ -73,7 +73,8 @@
 //! the other segments do not change. It is refused ([`KeyTable::can_insert_shared`]) below
 //! level 8, when a snapshot holds the segment, and past 1/16 over the split mark: splits stay on
 //! the exclusive path, which catches up ([`KeyTable::grew`], [`KeyTable::shrink`]). The key
-//! count is an atomic its callers add to once per batch ([`KeyTable::add_shared_len`]).
+//! count is an atomic its callers add to once per batch ([`KeyTable::count_shared`]). Keys are
+//! removed the same way ([`KeyTable::remove_shared`]).
 //!
 //! # Filters' reserved bytes
 //! The bytes a filter reserved but never wrote count toward `used_memory` once
@@ -262,6 +263,9 @@ pub struct KeyTable {
     /// segment's table sparse, so with none the walk (one cache miss per segment, ~8 000 for a
     /// million keys, ten times a second under the cron's lock) is skipped.
     removed: usize,
+    /// Removals under the shared lock ([`KeyTable::count_shared`]), folded into `removed` by
+    /// [`KeyTable::shrink`].
+    removed_shared: AtomicUsize,
     hasher: ahash::RandomState,
 }
 
@@ -329,6 +333,7 @@ impl KeyTable {
             len: AtomicUsize::new(0),
             expires_len: 0,
             removed: 0,
+            removed_shared: AtomicUsize::new(0),
             hasher,
         }
     }
@@ -559,7 +564,7 @@ impl KeyTable {
     /// The caller holds the keyspace lock shared, holds the stripe of `h` ([`stripe_of`]) for
     /// writing (so no other thread reads or changes the segment: every key of it is in that
     /// stripe), checked [`KeyTable::can_insert_shared`] under these locks, and found the key
-    /// missing under them. It counts the key with [`KeyTable::add_shared_len`] before it lets go
+    /// missing under them. It counts the key with [`KeyTable::count_shared`] before it lets go
     /// of the shared lock.
     pub unsafe fn insert_shared(&self, h: u64, entry: Entry) {
         let seg = &self.segs[self.seg_of(h)];
@@ -578,11 +583,47 @@ impl KeyTable {
         map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
     }
 
-    /// Counts `n` keys [`KeyTable::insert_shared`] added. The caller adds them once per batch,
-    /// before it lets go of the shared lock: one line that every core's inserts would otherwise
-    /// pass around (the key count lags under the shared lock, never under the exclusive one).
-    pub fn add_shared_len(&self, n: usize) {
-        self.len.fetch_add(n, Ordering::Relaxed);
+    /// Whether a key of hash `h` could be removed under the shared keyspace lock
+    /// ([`KeyTable::remove_shared`]): at [`STRIPE_LEVEL`] or above, in a segment no snapshot
+    /// holds. (Merges, which give memory back, stay on the exclusive path.)
+    #[inline]
+    pub fn can_remove_shared(&self, h: u64) -> bool {
+        self.level >= STRIPE_LEVEL && Arc::strong_count(&self.segs[self.seg_of(h)]) == 1
+    }
+
+    /// Removes the entry of `key` (hash `h`) under the shared keyspace lock; its TTL is the
+    /// caller's to have checked (a key with one is removed on the exclusive path, which keeps the
+    /// expiry queue).
+    ///
+    /// # Safety
+    /// As [`KeyTable::insert_shared`], with [`KeyTable::can_remove_shared`] checked and the
+    /// entry found unshared (`find_for_write`) under these locks. It counts the removal with
+    /// [`KeyTable::count_shared`] before it lets go of the shared lock.
+    pub unsafe fn remove_shared(&self, h: u64, key: &[u8]) -> Option<Entry> {
+        let seg = &self.segs[self.seg_of(h)];
+        debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
+        fence(Ordering::Acquire);
+        // SAFETY: as in `insert_shared`: the stripe held for writing makes this the only
+        // reference to the map while it lives.
+        let map = unsafe { &mut *seg.map.0.get() };
+        map.find_entry(h, |e| e.key() == key)
+            .ok()
+            .map(|o| o.remove().0)
+    }
+
+    /// Counts the keys added ([`KeyTable::insert_shared`]) and removed
+    /// ([`KeyTable::remove_shared`]) under the shared lock by one batch, before it lets go of the
+    /// lock. Under the shared lock the count may lag, or run ahead, by the batches in flight (the
+    /// atomic wraps rather than fail if one batch's removals of another's keys land first); the
+    /// exclusive lock always sees it exact.
+    pub fn count_shared(&self, added: usize, removed: usize) {
+        if added != 0 {
+            self.len.fetch_add(added, Ordering::Relaxed);
+        }
+        if removed != 0 {
+            self.len.fetch_sub(removed, Ordering::Relaxed);
+            self.removed_shared.fetch_add(removed, Ordering::Relaxed);
+        }
     }
 
     /// Removes the entry of `key` (not its TTL).
@@ -806,6 +847,7 @@ impl KeyTable {
             self.split_one();
             splits -= 1;
         }
+        self.removed += std::mem::take(self.removed_shared.get_mut());
         let mut budget = MERGE_BUDGET;
         while self.segs.len() > 1 && self.len() * 4 < self.segs.len() * SEG_KEYS && budget > 0 {
             budget = budget.saturating_sub(self.merge_one().max(1));
