@@ -8,8 +8,9 @@
 //! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD`
 //!   (items that fit in the newest link), `CF.ADD` and `PFADD` (a dense HLL), on a key that
 //!   exists;
-//! - and on a multi-thread runtime, new keys: `SET` (no option) and `INCR`, `DECR`, `INCRBY`,
-//!   `DECRBY` of a key that does not exist (below, "Keys added under the shared lock").
+//! - and on a multi-thread runtime, new keys and deletions: `SET` (no option), `INCR`, `DECR`,
+//!   `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a key that does not exist, `DEL` and
+//!   `UNLINK` of keys without a TTL (below, "Keys added under the shared lock").
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
@@ -17,9 +18,9 @@
 //! exist), and where counters, filters and HLLs that already exist are fed.
 //!
 //! # What the shared lock lets change: values, under stripes
-//! Under the shared lock the table's *structure* is frozen: no key is removed, no TTL changes, no
-//! segment is copied or split, so every entry stays where it is (a key may be added to a segment
-//! under its stripe, below). A value may change in place,
+//! Under the shared lock the table's *structure* is frozen: no TTL changes, no segment is copied
+//! or split, so every entry another command may be looking at stays where it is (a key may be
+//! added to or removed from a segment under its stripe, below). A value may change in place,
 //! and only under its key's stripe lock (`store::db::Stripes`: 256 `RwLock<()>`s, a key's stripe
 //! chosen by its hash). A command on the shared path first takes the stripes of its keys (by the
 //! command table's key positions), ascending, for writing if it is a write and for reading
@@ -46,8 +47,10 @@
 //! batch prefetch, which walks the segments of the batch's keys before the commands run
 //! (`Db::prefetch`). That costs a lock per prefetched key, which a single-threaded server would
 //! pay for nothing: inserts under the shared lock are on only with a multi-thread runtime
-//! (`store::db::Store::shared_inserts`, set by `server`). Deletions, TTLs and writes that
-//! replace a value's type through an option still take the exclusive lock.
+//! (`store::db::Store::shared_inserts`, set by `server`). `DEL` and `UNLINK` remove keys the
+//! same way (`SharedDb::deletable`, then `SharedDb::delete`: every key checked before any is
+//! removed), when none has a TTL: a TTL is also in the database's expiry queue, which the
+//! exclusive path keeps. TTLs and SET with options still take the exclusive lock.
 //!
 //! # When a command may take the shared path
 //! Only when it would do nothing on the exclusive path that the shared one cannot
