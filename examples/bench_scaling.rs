@@ -282,7 +282,7 @@ fn main() {
                             let t1 = Instant::now();
                             if prefetch {
                                 commands::prefetch_keys(
-                                    engine.engine(),
+                                    &engine,
                                     &mut c,
                                     chunk.iter().map(|a| &a[..]),
                                 );

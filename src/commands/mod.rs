@@ -640,10 +640,11 @@ impl Ctx<'_> {
 /// commands wait on a filter bigger than the caches (`ScalingBloom::prefetch_item`,
 /// `CuckooFilter::prefetch_item`).
 pub fn prefetch_keys<'a>(
-    engine: &Engine,
+    lock: &shared_path::EngineLock,
     client: &mut ClientState,
     batch: impl Iterator<Item = &'a [Bytes]> + Clone,
 ) {
+    let engine = lock.engine();
     client.prefetched.clear();
     let Some(db) = engine.store.dbs.get(client.db) else {
         return;
@@ -653,7 +654,8 @@ pub fn prefetch_keys<'a>(
             .clone()
             .filter_map(|argv| argv.get(1))
             .map(|key| &key[..]),
-        engine.store.shared_inserts.then_some(&engine.store.stripes),
+        // Under the exclusive lock nothing can change a segment beside the walks.
+        (lock.is_shared() && engine.store.shared_inserts).then_some(&engine.store.stripes),
     );
     // A pipeline mostly hits one filter: its lookup is reused while the key repeats (a lookup
     // per request was ~100 of a pipelined CF.ADD's ~3,000 instructions, filter big or small).

@@ -219,6 +219,11 @@ impl<'a> EngineLock<'a> {
         }
     }
 
+    /// Whether the lock is held shared.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, EngineLock::Shared { .. })
+    }
+
     /// The engine for writing, if the exclusive lock is held.
     pub fn exclusive_mut(&mut self) -> Option<&mut Engine> {
         match self {
@@ -327,8 +332,7 @@ pub struct BatchWrites {
 /// under the shared lock they may lag by the batches running (`KeyTable::can_insert_shared`
 /// allows for that).
 fn add_writes(engine: &Engine, writes: &mut BatchWrites) {
-    // Every key added or removed counted a write.
-    if writes.writes != 0 {
+    if writes.writes != 0 || writes.inserted != 0 || writes.removed != 0 {
         if let Some(db) = engine.store.dbs.get(writes.db) {
             db.shared_dirty
                 .0
@@ -468,6 +472,14 @@ fn try_shared(
         // A read that panicked changed nothing: the exclusive path runs it and turns the panic
         // into its error reply.
         Err(_) if write => {
+            // Keys it added or removed before the panic stay so: counted, or the key count would
+            // be wrong even under the exclusive lock.
+            if writes.db != client.db {
+                add_writes(engine, writes);
+                writes.db = client.db;
+            }
+            writes.inserted += view.inserted();
+            writes.removed += view.removed();
             tracing::error!(
                 command = spec.name,
                 "command handler panicked; replying with an error"
@@ -480,7 +492,13 @@ fn try_shared(
                 ))),
             );
         }
-        _ => return Attempt::Rerun,
+        _ => {
+            debug_assert!(
+                view.inserted() == 0 && view.removed() == 0,
+                "a deferred command added or removed a key"
+            );
+            return Attempt::Rerun;
+        }
     };
     if view.writes() != 0 {
         // Into the write stream while the key's stripe is still held, so that one key's writes
@@ -1302,11 +1320,7 @@ mod tests {
                         let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
                         // As the connection loop: the batch's lookups prefetched first, under
                         // the stripes of the segments they walk.
-                        super::super::prefetch_keys(
-                            lock.engine(),
-                            &mut c,
-                            batch.iter().map(|a| &a[..]),
-                        );
+                        super::super::prefetch_keys(&lock, &mut c, batch.iter().map(|a| &a[..]));
                         for a in batch {
                             let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
                             assert!(!reply.is_error(), "{reply:?}");

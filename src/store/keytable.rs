@@ -111,6 +111,12 @@ const SEG_SHIFT: u32 = 24;
 /// keys instead of 128 while the splits wait for the exclusive lock.
 const SHARED_SLACK: usize = 16;
 
+/// The most keys a segment may reach by keys added under the shared lock
+/// ([`KeyTable::can_insert_shared`]). A segment not yet split in the current round of linear
+/// hashing covers twice the hash range of one that was, so it holds up to about 2 ×
+/// [`SEG_KEYS`] in the normal course; 3 × leaves room for chance and bounds what a split moves.
+const SEG_SHARED_MAX: usize = 3 * SEG_KEYS;
+
 /// Splits made at most per key added on the exclusive path ([`KeyTable::grew`]): one is the
 /// steady state; more catch up on the splits keys added under the shared lock left due, while
 /// bounding what one insert does under the lock (a split moves about [`SEG_KEYS`] / 2 entries).
@@ -550,12 +556,18 @@ impl KeyTable {
     /// adds and some in every cron run ([`KeyTable::shrink`]). The slack keeps the deferrals
     /// rare: one client's deferral takes its next writes to the exclusive lock for a while
     /// (`commands::shared_path::WRITE_BACKOFF`), and those catch up on the splits.
+    ///
+    /// The key count lags under the shared lock (each batch adds its keys when it ends), so the
+    /// slack is approximate; what bounds the cost of a late split is the segment's own size,
+    /// exact under its stripe: at most [`SEG_SHARED_MAX`] keys.
     #[inline]
     pub fn can_insert_shared(&self, h: u64) -> bool {
         let mark = self.segs.len() * SEG_KEYS;
-        self.level >= STRIPE_LEVEL
-            && self.len() < mark + mark / SHARED_SLACK
-            && Arc::strong_count(&self.segs[self.seg_of(h)]) == 1
+        if self.level < STRIPE_LEVEL || self.len() >= mark + mark / SHARED_SLACK {
+            return false;
+        }
+        let seg = &self.segs[self.seg_of(h)];
+        Arc::strong_count(seg) == 1 && seg.map.len() < SEG_SHARED_MAX
     }
 
     /// Adds `entry` (hash `h`, its key not in the table) under the shared keyspace lock.
@@ -990,5 +1002,90 @@ impl<'a> Iterator for SnapshotIter<'a> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &[u8]) -> Entry {
+        Entry::new(key, 0, Value::str(b"v"))
+    }
+
+    /// A table of `n` keys added on the exclusive path.
+    fn table_of(n: usize) -> KeyTable {
+        let mut t = KeyTable::default();
+        for i in 0..n {
+            let key = format!("k:{i}");
+            let h = t.hash(key.as_bytes());
+            t.insert_new(h, entry(key.as_bytes()));
+        }
+        t
+    }
+
+    #[test]
+    fn a_segments_keys_share_one_stripe_from_level_eight() {
+        let t = table_of(40_000);
+        assert!(t.level >= STRIPE_LEVEL);
+        for seg in 0..t.segs.len() {
+            for e in t.segs[seg].map.iter() {
+                assert_eq!(stripe_of(t.hash(e.key())), seg % STRIPES);
+            }
+        }
+    }
+
+    #[test]
+    fn keys_added_under_the_shared_lock_are_refused_where_they_must_be() {
+        // Below level 8 a segment holds keys of several stripes.
+        let small = table_of(1_000);
+        assert!(!small.can_insert_shared(small.hash(b"x")));
+
+        let mut t = table_of(40_000);
+        // Fill the segment of one key up to the cap; the count is left as is, so only the
+        // segment's own size refuses.
+        let target = t.seg_of(t.hash(b"probe"));
+        let mut added = 0;
+        for i in 0.. {
+            let key = format!("fill:{i}");
+            let h = t.hash(key.as_bytes());
+            if t.seg_of(h) != target {
+                continue;
+            }
+            if !t.can_insert_shared(h) {
+                break;
+            }
+            // SAFETY: one thread, no lock to hold: nothing else can look at the table while
+            // this test owns it; the key is new (`fill:` keys are not in `table_of`'s).
+            unsafe { t.insert_shared(h, entry(key.as_bytes())) };
+            added += 1;
+        }
+        assert_eq!(t.segs[target].map.len(), SEG_SHARED_MAX);
+        assert!(added > 0);
+        // Counted, the keys take the table past its split mark; the next exclusive insert
+        // splits back under it, at most SPLITS_PER_KEY at a time.
+        t.count_shared(added, 0);
+        let before = t.segs.len();
+        let h = t.hash(b"one more");
+        t.insert_new(h, entry(b"one more"));
+        assert!(t.segs.len() > before && t.segs.len() <= before + SPLITS_PER_KEY);
+        // A segment a snapshot holds is refused, and accepted again once the snapshot is gone.
+        let h = t.hash(b"probe");
+        let snapshot = t.snapshot();
+        assert!(!t.can_insert_shared(h));
+        drop(snapshot);
+        assert!(t.can_insert_shared(h) || t.segs[t.seg_of(h)].map.len() >= SEG_SHARED_MAX);
+        // Removing one: gone, and counted.
+        let key = b"k:17";
+        let h = t.hash(key);
+        assert!(t.can_remove_shared(h));
+        let len = t.len();
+        // SAFETY: as above.
+        let removed = unsafe { t.remove_shared(h, key) };
+        assert!(removed.is_some());
+        t.count_shared(0, 1);
+        assert_eq!(t.len(), len - 1);
+        assert!(t.find(h, key).is_none());
+        assert_eq!(t.iter().count(), t.len());
     }
 }
