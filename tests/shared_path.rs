@@ -209,6 +209,37 @@ fn pipeline(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) {
     }
 }
 
+/// `n` keys `fill:0`... set through `c`: a table big enough (from 32k keys) for keys to be added
+/// under the shared lock.
+fn fill(c: &mut common::RawConn, n: usize) {
+    let commands: Vec<(Vec<String>, Vec<u8>)> = (0..n)
+        .map(|i| {
+            let argv = vec!["SET".into(), format!("fill:{i}"), "x".into()];
+            (argv, b"+OK\r\n".to_vec())
+        })
+        .collect();
+    pipeline(c, &commands);
+}
+
+/// Connection `t` of `conns` pipelines `commands(t)`, all at once, each on a thread of its own;
+/// returns when every one is answered as expected.
+fn pipeline_from_connections(
+    conns: Vec<common::RawConn>,
+    commands: impl Fn(usize) -> Vec<(Vec<String>, Vec<u8>)>,
+) {
+    let threads: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut c)| {
+            let commands = commands(t);
+            std::thread::spawn(move || pipeline(&mut c, &commands))
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("connection");
+    }
+}
+
 /// Keys added under the shared lock (`store::keytable::KeyTable::insert_shared`, on with the
 /// test server's two worker threads): four connections pipeline SETs and INCRs of new keys into
 /// a table big enough for them to stay shared, while a fifth takes BGSAVE snapshots. Every key
@@ -222,35 +253,7 @@ fn new_keys_from_many_connections_are_all_kept_and_counted() {
     let dir_arg = dir.to_str().unwrap().to_string();
     let server = common::start_with(&["--dir", &dir_arg, "--enable-debug-command", "yes"]);
     let mut setup = server.raw();
-    let fill: Vec<(Vec<String>, Vec<u8>)> = (0..FILL)
-        .map(|i| {
-            let argv = vec!["SET".into(), format!("fill:{i}"), "x".into()];
-            (argv, b"+OK\r\n".to_vec())
-        })
-        .collect();
-    pipeline(&mut setup, &fill);
-    let writers: Vec<_> = (0..CONNS)
-        .map(|t| {
-            let mut c = server.raw();
-            std::thread::spawn(move || {
-                let commands: Vec<(Vec<String>, Vec<u8>)> = (0..PER_CONN)
-                    .flat_map(|i| {
-                        [
-                            (
-                                vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
-                                b"+OK\r\n".to_vec(),
-                            ),
-                            (
-                                vec!["INCRBY".into(), format!("c:{t}:{i}"), "5".into()],
-                                b":5\r\n".to_vec(),
-                            ),
-                        ]
-                    })
-                    .collect();
-                pipeline(&mut c, &commands);
-            })
-        })
-        .collect();
+    fill(&mut setup, FILL);
     let snapshots = {
         let mut c = server.raw();
         std::thread::spawn(move || {
@@ -267,9 +270,22 @@ fn new_keys_from_many_connections_are_all_kept_and_counted() {
             }
         })
     };
-    for w in writers {
-        w.join().expect("writer");
-    }
+    pipeline_from_connections((0..CONNS).map(|_| server.raw()).collect(), |t| {
+        (0..PER_CONN)
+            .flat_map(|i| {
+                [
+                    (
+                        vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
+                        b"+OK\r\n".to_vec(),
+                    ),
+                    (
+                        vec!["INCRBY".into(), format!("c:{t}:{i}"), "5".into()],
+                        b":5\r\n".to_vec(),
+                    ),
+                ]
+            })
+            .collect()
+    });
     snapshots.join().expect("snapshots");
     let want = FILL + 2 * CONNS * PER_CONN;
     assert_eq!(
@@ -330,71 +346,53 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
         (server, addr, c)
     };
     let (server, addr, mut setup) = start("1000");
-    let fill: Vec<(Vec<String>, Vec<u8>)> = (0..FILL)
-        .map(|i| {
-            let argv = vec!["SET".into(), format!("fill:{i}"), "x".into()];
-            (argv, b"+OK\r\n".to_vec())
-        })
-        .collect();
-    pipeline(&mut setup, &fill);
-    let writers: Vec<_> = (0..CONNS)
-        .map(|t| {
-            let mut c = common::RawConn::connect(addr);
-            std::thread::spawn(move || {
-                let commands: Vec<(Vec<String>, Vec<u8>)> = (0..PER_CONN)
-                    .flat_map(|i| {
-                        [
-                            (
-                                vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
-                                b"+OK\r\n".to_vec(),
-                            ),
-                            (
-                                vec!["INCR".into(), format!("c:{t}:{i}")],
-                                b":1\r\n".to_vec(),
-                            ),
-                            (
-                                vec!["BF.ADD".into(), format!("bf:{t}:{i}"), "item".into()],
-                                b":1\r\n".to_vec(),
-                            ),
-                            (
-                                vec![
-                                    "BF.MADD".into(),
-                                    format!("bm:{t}:{i}"),
-                                    "a".into(),
-                                    "b".into(),
-                                ],
-                                b"*2\r\n:1\r\n:1\r\n".to_vec(),
-                            ),
-                            (
-                                vec!["CF.ADD".into(), format!("cf:{t}:{i}"), "item".into()],
-                                b":1\r\n".to_vec(),
-                            ),
-                        ]
-                    })
-                    .collect();
-                pipeline(&mut c, &commands);
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer");
-    }
+    fill(&mut setup, FILL);
+    pipeline_from_connections(
+        (0..CONNS).map(|_| common::RawConn::connect(addr)).collect(),
+        |t| {
+            (0..PER_CONN)
+                .flat_map(|i| {
+                    [
+                        (
+                            vec!["SET".into(), format!("k:{t}:{i}"), i.to_string()],
+                            b"+OK\r\n".to_vec(),
+                        ),
+                        (
+                            vec!["INCR".into(), format!("c:{t}:{i}")],
+                            b":1\r\n".to_vec(),
+                        ),
+                        (
+                            vec!["BF.ADD".into(), format!("bf:{t}:{i}"), "item".into()],
+                            b":1\r\n".to_vec(),
+                        ),
+                        (
+                            vec![
+                                "BF.MADD".into(),
+                                format!("bm:{t}:{i}"),
+                                "a".into(),
+                                "b".into(),
+                            ],
+                            b"*2\r\n:1\r\n:1\r\n".to_vec(),
+                        ),
+                        (
+                            vec!["CF.ADD".into(), format!("cf:{t}:{i}"), "item".into()],
+                            b":1\r\n".to_vec(),
+                        ),
+                    ]
+                })
+                .collect()
+        },
+    );
     // Then every other SET key deleted, again from all connections at once.
-    let deleters: Vec<_> = (0..CONNS)
-        .map(|t| {
-            let mut c = common::RawConn::connect(addr);
-            std::thread::spawn(move || {
-                let commands: Vec<(Vec<String>, Vec<u8>)> = (0..PER_CONN)
-                    .step_by(2)
-                    .map(|i| (vec!["DEL".into(), format!("k:{t}:{i}")], b":1\r\n".to_vec()))
-                    .collect();
-                pipeline(&mut c, &commands);
-            })
-        })
-        .collect();
-    for d in deleters {
-        d.join().expect("deleter");
-    }
+    pipeline_from_connections(
+        (0..CONNS).map(|_| common::RawConn::connect(addr)).collect(),
+        |t| {
+            (0..PER_CONN)
+                .step_by(2)
+                .map(|i| (vec!["DEL".into(), format!("k:{t}:{i}")], b":1\r\n".to_vec()))
+                .collect()
+        },
+    );
     let want = FILL + 5 * CONNS * PER_CONN - CONNS * PER_CONN.div_ceil(2);
     assert_eq!(
         setup.cmd_str(&["DBSIZE"]),

@@ -248,7 +248,7 @@ fn propagate_created(
 }
 
 /// `f` on the arguments of the `BF.RESERVE` that recreates a filter made with these parameters
-/// ([`propagate_created`]; the shared path encodes it, [`add_shared`]).
+/// ([`propagate_created`]; the shared path encodes it, [`create_shared`]).
 fn with_reserve_argv<R>(
     key: &[u8],
     rate: f64,
@@ -391,39 +391,51 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// BF.ADD under the shared lock (`shared_path`): an existing filter, in place, a new link
-/// included, or a new filter where a key can be added there ([`create_shared`]). Another type,
-/// or an add that fails (a full non-scaling filter; a link that cannot be had), which changes
-/// nothing: the exclusive path.
+/// included, or a new filter where a key can be added there ([`on_shared_filter`]). Another
+/// type, or an add that fails (a full non-scaling filter; a link that cannot be had), which
+/// changes nothing: the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let added = on_shared_filter(db, &argv[1], |bf| bf.add(&argv[2]).ok());
+    Ok(added.map_or(Reply::Null, Reply::Bool))
+}
+
+/// On the shared path, `f` on the filter under `key`, in place, or on a new one made from the
+/// defaults where a key can be added there ([`create_shared`], whose `BF.RESERVE` is recorded to
+/// precede the command), counting the writes as the exclusive path does (the key added is one
+/// of its own, as in `Db::insert`). `f` answers `None` to leave the filter unchanged; then, as
+/// for another type, the command is deferred and `None` answered.
+fn on_shared_filter<R>(
+    db: &mut SharedDb,
+    key: &[u8],
+    f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
+) -> Option<R> {
     let (defaults, propagating) = (db.filter_defaults, db.propagating);
-    let added = match db.write_or_vacant(&argv[1]) {
-        None => return Ok(Reply::Null),
-        Some(SharedSlot::Live(e)) => {
-            let Value::Bloom(bf) = e.value else {
-                return super::shared_path::defer(db);
-            };
-            match bf.add(&argv[2]) {
-                Ok(added) => added,
-                Err(_) => return super::shared_path::defer(db),
-            }
-        }
+    let done = match db.write_or_vacant(key) {
+        None => None,
+        Some(SharedSlot::Live(e)) => match e.value {
+            Value::Bloom(bf) => f(bf),
+            _ => None,
+        },
         Some(SharedSlot::Vacant(v)) => {
-            let made = create_shared(v, &argv[1], defaults, propagating, |bf| {
-                bf.add(&argv[2]).ok()
-            });
-            let Some((added, reserve)) = made else {
-                return super::shared_path::defer(db);
-            };
-            if let Some(reserve) = reserve {
-                db.propagate_before(reserve);
-            }
-            // The key added is a write of its own, as on the exclusive path (`Db::insert`).
-            db.wrote();
-            added
+            create_shared(v, key, defaults, propagating, f).map(|(r, reserve)| {
+                if let Some(reserve) = reserve {
+                    db.propagate_before(reserve);
+                }
+                db.wrote();
+                r
+            })
         }
     };
-    db.wrote();
-    Ok(Reply::Bool(added))
+    match done {
+        Some(r) => {
+            db.wrote();
+            Some(r)
+        }
+        None => {
+            db.defer();
+            None
+        }
+    }
 }
 
 /// `BF.MADD key item [item ...]` → an array of 1/0, cut short by an error element.
@@ -435,42 +447,17 @@ fn madd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// BF.MADD under the shared lock (`shared_path`): an existing filter whose newest link has room
 /// for every item, in place, or a new one with room for them where a key can be added there
-/// ([`create_shared`]). Then no add can fail, so the reply is the exclusive path's and holds no
-/// error element (those are counted in the error statistics, which only the exclusive path
+/// ([`on_shared_filter`]). Then no add can fail, so the reply is the exclusive path's and holds
+/// no error element (those are counted in the error statistics, which only the exclusive path
 /// writes). Another type, or items that may open a link: the exclusive path, before anything
 /// changed.
 fn madd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let (defaults, propagating) = (db.filter_defaults, db.propagating);
     let items = &argv[2..];
-    // Room for every item: no add can fail, no link opens.
-    let fits = |bf: &mut ScalingBloom| bf.room_in_newest() >= items.len() as u64;
-    let reply = match db.write_or_vacant(&argv[1]) {
-        None => return Ok(Reply::Null),
-        Some(SharedSlot::Live(e)) => {
-            let Value::Bloom(bf) = e.value else {
-                return super::shared_path::defer(db);
-            };
-            if !fits(bf) {
-                return super::shared_path::defer(db);
-            }
-            add_all(bf, items)
-        }
-        Some(SharedSlot::Vacant(v)) => {
-            let made = create_shared(v, &argv[1], defaults, propagating, |bf| {
-                fits(bf).then(|| add_all(bf, items))
-            });
-            let Some((reply, reserve)) = made else {
-                return super::shared_path::defer(db);
-            };
-            if let Some(reserve) = reserve {
-                db.propagate_before(reserve);
-            }
-            db.wrote();
-            reply
-        }
-    };
-    db.wrote();
-    Ok(reply)
+    let reply = on_shared_filter(db, &argv[1], |bf| {
+        // Room for every item: no add can fail, no link opens.
+        (bf.room_in_newest() >= items.len() as u64).then(|| add_all(bf, items))
+    });
+    Ok(reply.unwrap_or(Reply::Null))
 }
 
 /// `BF.EXISTS key item` → 1 or 0; a missing or wrong-type key answers 0.

@@ -784,6 +784,33 @@ mod tests {
         format!("{dump:?} {enc:?} {ttl:?}")
     }
 
+    /// Runs each case on the shared path of the first engine (it must stay there) and on the
+    /// exclusive path of the second: the same reply, the same state of its key (`DUMP`,
+    /// encoding, TTL), the same key count.
+    fn same_on_both_paths<'w>(
+        (on_shared, c1, on_exclusive, c2): (&Shared, &mut ClientState, &Shared, &mut ClientState),
+        cases: impl Iterator<Item = &'w (&'w [&'w str], &'w str)>,
+        now: u64,
+    ) {
+        for (words, key) in cases {
+            let (got, stayed_shared) = run(on_shared, c1, words, now);
+            assert!(stayed_shared, "{words:?} left the shared path");
+            let want = run_exclusive(on_exclusive, c2, words, now);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
+            assert_eq!(
+                state(on_shared, c1, key, now),
+                state(on_exclusive, c2, key, now),
+                "{words:?}"
+            );
+            let size = |s: &Shared, c: &mut ClientState| run_exclusive(s, c, &["DBSIZE"], now);
+            assert_eq!(
+                format!("{:?}", size(on_shared, c1)),
+                format!("{:?}", size(on_exclusive, c2)),
+                "key count after {words:?}"
+            );
+        }
+    }
+
     #[test]
     fn writes_in_place_stay_shared_and_leave_what_the_exclusive_path_leaves() {
         let (on_shared, mut c1, now) = setup_writes();
@@ -832,17 +859,8 @@ mod tests {
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
         let dirty = |s: &Shared| s.engine().store.dirty();
         let before = (dirty(&on_shared), dirty(&on_exclusive));
-        for (words, key) in cases.iter().chain(filter_cases) {
-            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now);
-            assert!(stayed_shared, "{words:?} left the shared path");
-            let want = run_exclusive(&on_exclusive, &mut c2, words, now);
-            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
-            assert_eq!(
-                state(&on_shared, &mut c1, key, now),
-                state(&on_exclusive, &mut c2, key, now),
-                "{words:?}"
-            );
-        }
+        let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
+        same_on_both_paths(both, cases.iter().chain(filter_cases), now);
         // Every case but the PFADD that changed no register is a write.
         let n = (cases.len() + filter_cases.len()) as u64 - 1;
         assert_eq!(dirty(&on_exclusive) - before.1, n);
@@ -1212,23 +1230,8 @@ mod tests {
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
         let dirty = |s: &Shared| s.engine().store.dirty();
         let before = (dirty(&on_shared), dirty(&on_exclusive));
-        for (words, key) in cases {
-            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now);
-            assert!(stayed_shared, "{words:?} left the shared path");
-            let want = run_exclusive(&on_exclusive, &mut c2, words, now);
-            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
-            assert_eq!(
-                state(&on_shared, &mut c1, key, now),
-                state(&on_exclusive, &mut c2, key, now),
-                "{words:?}"
-            );
-            let size = |s: &Shared, c: &mut ClientState| run_exclusive(s, c, &["DBSIZE"], now);
-            assert_eq!(
-                format!("{:?}", size(&on_shared, &mut c1)),
-                format!("{:?}", size(&on_exclusive, &mut c2)),
-                "key count after {words:?}"
-            );
-        }
+        let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
+        same_on_both_paths(both, cases.iter(), now);
         // A write a case, one more for each filter created (the key added), and one more for
         // the UNLINK's second key.
         let n = cases.len() as u64 + 3 + 1;
