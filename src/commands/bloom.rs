@@ -276,17 +276,15 @@ fn with_reserve_argv<R>(
 }
 
 /// On the shared path, a filter for a missing key, made from the configured defaults, with `f`
-/// run on it before it is added (`SharedDb::write_or_vacant`); its `BF.RESERVE` recorded to
-/// precede the command in the write stream, as the exclusive path propagates it
-/// ([`with_default_filter`]). `None` (nothing changed) when the defaults cannot make a filter
-/// or `f` answers `None`.
+/// run on it before it is added (`SharedDb::write_or_vacant`); answers `f`'s result and the
+/// parameters, for the `BF.RESERVE` that precedes the command in the write stream, as the
+/// exclusive path propagates it ([`with_default_filter`]). `None` (nothing changed) when the
+/// defaults cannot make a filter or `f` answers `None`.
 fn create_shared<R>(
     vacancy: SharedVacancy,
-    key: &[u8],
     defaults: Option<&FilterDefaults>,
-    propagating: bool,
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
-) -> Option<(R, Option<Vec<u8>>)> {
+) -> Option<(R, (f64, u64, u32))> {
     let (rate, capacity, expansion) = defaults?.bloom();
     // `maxmemory` is 0 here: the shared path takes no write while it is set.
     let mut value = new_filter(0, capacity, rate, expansion, false).ok()?;
@@ -295,14 +293,7 @@ fn create_shared<R>(
     };
     let r = f(bf)?;
     vacancy.insert(value);
-    let reserve = propagating.then(|| {
-        with_reserve_argv(key, rate, capacity, expansion, false, |argv| {
-            let mut out = Vec::new();
-            crate::engine::propagate::encode_command(&mut out, argv);
-            out
-        })
-    });
-    Some((r, reserve))
+    Some((r, (rate, capacity, expansion)))
 }
 
 /// Writes `rate` into `buf` in Rust's shortest round-trip form (strtod reads back the very same
@@ -409,7 +400,7 @@ fn on_shared_filter<R>(
     key: &[u8],
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<R> {
-    let (defaults, propagating) = (db.filter_defaults, db.propagating);
+    let defaults = db.filter_defaults;
     let done = match db.write_or_vacant(key) {
         None => None,
         Some(SharedSlot::Live(e)) => match e.value {
@@ -417,10 +408,12 @@ fn on_shared_filter<R>(
             _ => None,
         },
         Some(SharedSlot::Vacant(v)) => {
-            create_shared(v, key, defaults, propagating, f).map(|(r, reserve)| {
-                if let Some(reserve) = reserve {
-                    db.propagate_before(reserve);
-                }
+            create_shared(v, defaults, f).map(|(r, (rate, capacity, expansion))| {
+                db.propagate_before(|out| {
+                    with_reserve_argv(key, rate, capacity, expansion, false, |argv| {
+                        crate::engine::propagate::encode_command(out, argv)
+                    })
+                });
                 db.wrote();
                 r
             })

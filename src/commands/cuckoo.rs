@@ -354,7 +354,7 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// nothing): the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     let max_expansions = db.cf_max_expansions;
-    let (defaults, propagating) = (db.filter_defaults, db.propagating);
+    let defaults = db.filter_defaults;
     // Checked once, before the item, as `filter_for_insert` does.
     let insert = |cf: &mut CuckooFilter| {
         if cf.num_filters() as u64 >= max_expansions {
@@ -399,17 +399,13 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
                 return super::shared_path::defer(db);
             };
             v.insert(value);
-            if propagating {
-                let key = &argv[1];
-                let (cap, bucket, iters, exp) =
-                    (d.initial_size, d.bucket_size, d.max_iterations, d.expansion);
-                let reserve = with_reserve_argv(key, cap, bucket, iters, exp, |argv| {
-                    let mut out = Vec::new();
-                    crate::engine::propagate::encode_command(&mut out, argv);
-                    out
-                });
-                db.propagate_before(reserve);
-            }
+            let (cap, bucket, iters, exp) =
+                (d.initial_size, d.bucket_size, d.max_iterations, d.expansion);
+            db.propagate_before(|out| {
+                with_reserve_argv(&argv[1], cap, bucket, iters, exp, |argv| {
+                    crate::engine::propagate::encode_command(out, argv)
+                })
+            });
             // The key added is a write of its own, as on the exclusive path (`Db::insert`).
             db.wrote();
             added

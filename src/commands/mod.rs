@@ -455,6 +455,9 @@ pub struct ClientState {
     /// A shared-path write's command, encoded for the write stream before its mutex is taken
     /// (`shared_path`), reused.
     pub stream_scratch: Vec<u8>,
+    /// Where a shared-path write that creates a filter encodes the `BF.RESERVE`/`CF.RESERVE`
+    /// that precedes it in the write stream (`store::db::SharedDb::propagate_before`).
+    pub prelude_scratch: Vec<u8>,
     /// A shared-path write of the current batch entered the replication stream: the connection
     /// wakes the replica tasks once the batch is done (`shared_path`).
     pub fed_replicas: bool,
@@ -508,6 +511,7 @@ impl ClientState {
             prefetched: PrefetchedItems::default(),
             shared_write_backoff: 0,
             stream_scratch: Vec::new(),
+            prelude_scratch: Vec::new(),
             fed_replicas: false,
         }
     }

@@ -464,7 +464,9 @@ fn try_shared(
     }
     view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
     view.filter_defaults = Some(&shared.filter_defaults);
-    view.propagating = engine.stream.is_active();
+    if engine.stream.is_active() {
+        view.set_prelude_buffer(&mut client.prelude_scratch);
+    }
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
     let reply = match outcome {

@@ -173,11 +173,12 @@ pub struct SharedDb<'a> {
     pub cf_max_expansions: u64,
     /// The defaults an add that creates its filter takes.
     pub filter_defaults: Option<&'a FilterDefaults>,
-    /// Whether the write stream has consumers: a write that creates a filter then encodes the
-    /// `BF.RESERVE` or `CF.RESERVE` it propagates before itself ([`SharedDb::propagate_before`]).
-    pub propagating: bool,
-    /// That command, encoded (`engine::propagate::encode_command`).
-    prelude: Option<Vec<u8>>,
+    /// Where a write that creates a filter encodes the `BF.RESERVE` or `CF.RESERVE` it
+    /// propagates before itself ([`SharedDb::propagate_before`]): given only while the write
+    /// stream has consumers (a buffer of the client's, so no allocation per command).
+    prelude: Option<&'a mut Vec<u8>>,
+    /// Whether `prelude` holds this command's.
+    has_prelude: bool,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
@@ -301,16 +302,35 @@ impl<'a> SharedDb<'a> {
         self.writes
     }
 
-    /// Records `command` (encoded) to enter the write stream before this command, the two as
-    /// one `MULTI`/`EXEC` unit, as the exclusive path propagates a filter it created (its
-    /// `BF.RESERVE` or `CF.RESERVE`, then the command).
-    pub fn propagate_before(&mut self, command: Vec<u8>) {
-        self.prelude = Some(command);
+    /// Gives the buffer for [`SharedDb::propagate_before`]: the write stream has consumers.
+    pub fn set_prelude_buffer(&mut self, buffer: &'a mut Vec<u8>) {
+        self.prelude = Some(buffer);
+    }
+
+    /// Whether the write stream has consumers (a buffer was given), so that a write that creates
+    /// a filter must [`SharedDb::propagate_before`] its `BF.RESERVE` or `CF.RESERVE`.
+    pub fn propagating(&self) -> bool {
+        self.prelude.is_some()
+    }
+
+    /// Has `encode` write a command (`engine::propagate::encode_command`) to enter the write
+    /// stream before this command, the two as one `MULTI`/`EXEC` unit, as the exclusive path
+    /// propagates a filter it created (its `BF.RESERVE` or `CF.RESERVE`, then the command).
+    /// Nothing while the stream has no consumer.
+    pub fn propagate_before(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(buffer) = self.prelude.as_deref_mut() {
+            buffer.clear();
+            encode(buffer);
+            self.has_prelude = true;
+        }
     }
 
     /// [`SharedDb::propagate_before`]'s command, if any.
     pub fn prelude(&self) -> Option<&[u8]> {
-        self.prelude.as_deref()
+        match &self.prelude {
+            Some(buffer) if self.has_prelude => Some(buffer),
+            _ => None,
+        }
     }
 
     /// Keys added, which the caller adds to the database's key count ([`Db::count_shared`])
@@ -382,6 +402,7 @@ impl<'a> SharedDb<'a> {
     /// or its stripe is not held for writing. The handler must decide everything that could
     /// defer or fail before it changes the value: a deferred command runs again, from the start,
     /// on the exclusive path.
+    #[inline]
     pub fn write(&mut self, key: &[u8]) -> Option<SharedEntry<'_>> {
         match self.slot(key, false)? {
             SharedSlot::Live(e) => Some(e),
@@ -394,11 +415,13 @@ impl<'a> SharedDb<'a> {
     /// [`Store::shared_inserts`]); otherwise the command is deferred. The handler decides
     /// everything that could defer or fail before it fills the place: a vacancy left unfilled
     /// leaves the table as it was.
+    #[inline]
     pub fn write_or_vacant<'k>(&mut self, key: &'k [u8]) -> Option<SharedSlot<'_, 'k>> {
         let inserts = self.inserts;
         self.slot(key, inserts)
     }
 
+    #[inline]
     fn slot<'k>(&mut self, key: &'k [u8], inserts: bool) -> Option<SharedSlot<'_, 'k>> {
         let h = self.hash(key);
         let ttl = if self.db.table.expires_len() != 0 {
@@ -759,8 +782,8 @@ impl Db {
             removed: 0,
             cf_max_expansions: u64::MAX,
             filter_defaults: None,
-            propagating: false,
             prelude: None,
+            has_prelude: false,
             first_key: (0, 0, 0),
         }
     }
