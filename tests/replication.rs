@@ -710,3 +710,96 @@ fn shared_path_writes_reach_a_replica_once_each_across_a_full_sync() {
         int_field(&mut r, "replication", "master_repl_offset")
     );
 }
+
+/// Keys added and deleted under the shared lock (`store::keytable::KeyTable::insert_shared`,
+/// on with the test server's two workers, in a table of 40k keys): two clients pipeline SET,
+/// INCR, BF.ADD and CF.ADD of new keys and DEL of their previous round's string while a replica
+/// attaches and fully syncs, and after. The replica must end with the primary's key count and
+/// values, each created filter made once (its BF.RESERVE/CF.RESERVE with its add, one
+/// MULTI/EXEC), and the same offset.
+#[test]
+fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
+    let primary = common::start_with(&[]);
+    let mut p = primary.raw();
+    let fill: Vec<Vec<String>> = (0..40_000)
+        .map(|i| args(&["SET", &format!("fill:{i}"), "x"]))
+        .collect();
+    for chunk in fill.chunks(1000) {
+        for reply in pipeline(&mut p, chunk) {
+            assert_eq!(reply, b"+OK\r\n");
+        }
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let stop = stop.clone();
+            let addr = primary.addr;
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                let mut round = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || round < 50 {
+                    let mut cmds = Vec::new();
+                    for j in 0..8 {
+                        let n = format!("{t}:{round}:{j}");
+                        cmds.push(args(&["SET", &format!("k:{n}"), &n]));
+                        cmds.push(args(&["INCR", &format!("c:{n}")]));
+                        cmds.push(args(&["BF.ADD", &format!("bf:{n}"), &n]));
+                        if j == 0 {
+                            cmds.push(args(&["CF.ADD", &format!("cf:{n}"), &n]));
+                        }
+                        if round > 0 {
+                            let old = format!("k:{t}:{}:{j}", round - 1);
+                            cmds.push(args(&["DEL", &old]));
+                        }
+                    }
+                    for reply in pipeline(&mut c, &cmds) {
+                        assert!(!reply.starts_with(b"-"), "{}", text(reply));
+                    }
+                    round += 1;
+                }
+                round
+            })
+        })
+        .collect();
+    // The replica attaches while both clients write, and keeps receiving while they go on.
+    let replica = common::start_with(&[]);
+    let mut r = replica.raw();
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    wait_for("link up", || link_up(&mut r));
+    let synced_at = int(p.cmd_str(&["DBSIZE"]));
+    wait_for("more keys after the sync", || {
+        int(p.cmd_str(&["DBSIZE"])) > synced_at + 2000
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds: Vec<usize> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    // Per client and round: 8 counters and 8 Bloom filters and a cuckoo filter; the strings
+    // of its last round (the others deleted).
+    let want: i64 = 40_000 + rounds.iter().map(|&n| (n * 17 + 8) as i64).sum::<i64>();
+    assert_eq!(int(p.cmd_str(&["DBSIZE"])), want);
+    assert_eq!(int(r.cmd_str(&["DBSIZE"])), want, "the replica's key count");
+    for (t, &n) in rounds.iter().enumerate() {
+        for round in (0..n).step_by(7) {
+            let name = format!("{t}:{round}:0");
+            let string = format!("k:{name}");
+            let counter = format!("c:{name}");
+            let bloom = format!("bf:{name}");
+            let cuckoo = format!("cf:{name}");
+            for c in [&mut p, &mut r] {
+                let want_string = if round + 1 == n {
+                    format!("${}\r\n{name}\r\n", name.len()).into_bytes()
+                } else {
+                    b"$-1\r\n".to_vec()
+                };
+                assert_eq!(c.cmd_str(&["GET", &string]), want_string, "{string}");
+                assert_eq!(c.cmd_str(&["GET", &counter]), b"$1\r\n1\r\n", "{counter}");
+                assert_eq!(c.cmd_str(&["BF.EXISTS", &bloom, &name]), b":1\r\n");
+                assert_eq!(c.cmd_str(&["CF.COUNT", &cuckoo, &name]), b":1\r\n");
+            }
+        }
+    }
+    assert_eq!(
+        int_field(&mut p, "replication", "master_repl_offset"),
+        int_field(&mut r, "replication", "master_repl_offset")
+    );
+}
