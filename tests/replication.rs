@@ -651,39 +651,20 @@ fn shared_path_writes_reach_a_replica_once_each_across_a_full_sync() {
         assert!(!p.cmd_str(cmd).starts_with(b"-"), "{cmd:?}");
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers: Vec<_> = (0..2)
-        .map(|t| {
-            let stop = stop.clone();
-            let addr = primary.addr;
-            std::thread::spawn(move || {
-                let mut c = RawConn::connect(addr);
-                let mut incrs = 0i64;
-                let mut round = 0usize;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) || round < 50 {
-                    let mut cmds = Vec::new();
-                    for j in 0..8 {
-                        let n = format!("{t}:{round}:{j}");
-                        cmds.push(args(&["INCR", "counter"]));
-                        cmds.push(args(&["SET", &format!("s{t}"), &n]));
-                        cmds.push(args(&["BF.ADD", "bf", &n]));
-                        cmds.push(args(&["BF.MADD", "bf", &format!("{n}a"), &format!("{n}b")]));
-                        cmds.push(args(&["PFADD", "hll", &n]));
-                    }
-                    for reply in pipeline(&mut c, &cmds) {
-                        assert!(!reply.starts_with(b"-"), "{}", text(reply));
-                    }
-                    incrs += 8;
-                    round += 1;
-                }
-                incrs
-            })
-        })
-        .collect();
+    let writers = writers_in_rounds(primary.addr, &stop, |t, round| {
+        let mut cmds = Vec::new();
+        for j in 0..8 {
+            let n = format!("{t}:{round}:{j}");
+            cmds.push(args(&["INCR", "counter"]));
+            cmds.push(args(&["SET", &format!("s{t}"), &n]));
+            cmds.push(args(&["BF.ADD", "bf", &n]));
+            cmds.push(args(&["BF.MADD", "bf", &format!("{n}a"), &format!("{n}b")]));
+            cmds.push(args(&["PFADD", "hll", &n]));
+        }
+        cmds
+    });
     // The replica attaches while both clients write.
-    let replica = common::start_with(&[]);
-    let mut r = replica.raw();
-    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
-    wait_for("link up", || link_up(&mut r));
+    let (_replica, mut r) = attach_replica(&primary);
     // And keeps receiving while they go on.
     // A bulk integer: "$N\r\n<digits>\r\n".
     let get = |c: &mut RawConn| -> i64 {
@@ -699,7 +680,11 @@ fn shared_path_writes_reach_a_replica_once_each_across_a_full_sync() {
         get(&mut p) > synced_at + 400
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let incrs: i64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    // Eight INCRs a round.
+    let incrs: i64 = writers
+        .into_iter()
+        .map(|w| 8 * w.join().unwrap() as i64)
+        .sum();
     assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
     assert_eq!(get(&mut p), incrs);
     assert_eq!(get(&mut r), incrs, "each INCR once");
@@ -709,6 +694,41 @@ fn shared_path_writes_reach_a_replica_once_each_across_a_full_sync() {
         int_field(&mut p, "replication", "master_repl_offset"),
         int_field(&mut r, "replication", "master_repl_offset")
     );
+}
+
+/// Two clients pipelining `round(client, n)`'s commands, round after round, each reply checked
+/// not to be an error, until `stop` is set and at least 50 rounds are done. Each thread answers
+/// its number of rounds.
+fn writers_in_rounds(
+    addr: std::net::SocketAddr,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    round: fn(usize, usize) -> Vec<Vec<String>>,
+) -> Vec<std::thread::JoinHandle<usize>> {
+    (0..2)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                let mut n = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 50 {
+                    for reply in pipeline(&mut c, &round(t, n)) {
+                        assert!(!reply.starts_with(b"-"), "{}", text(reply));
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+/// A fresh test server made a replica of `primary`, once its link is up.
+fn attach_replica(primary: &common::TestServer) -> (common::TestServer, RawConn) {
+    let replica = common::start_with(&[]);
+    let mut r = replica.raw();
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
+    wait_for("link up", || link_up(&mut r));
+    (replica, r)
 }
 
 /// Keys added and deleted under the shared lock (`store::keytable::KeyTable::insert_shared`,
@@ -730,42 +750,24 @@ fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
         }
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers: Vec<_> = (0..2)
-        .map(|t| {
-            let stop = stop.clone();
-            let addr = primary.addr;
-            std::thread::spawn(move || {
-                let mut c = RawConn::connect(addr);
-                let mut round = 0usize;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) || round < 50 {
-                    let mut cmds = Vec::new();
-                    for j in 0..8 {
-                        let n = format!("{t}:{round}:{j}");
-                        cmds.push(args(&["SET", &format!("k:{n}"), &n]));
-                        cmds.push(args(&["INCR", &format!("c:{n}")]));
-                        cmds.push(args(&["BF.ADD", &format!("bf:{n}"), &n]));
-                        if j == 0 {
-                            cmds.push(args(&["CF.ADD", &format!("cf:{n}"), &n]));
-                        }
-                        if round > 0 {
-                            let old = format!("k:{t}:{}:{j}", round - 1);
-                            cmds.push(args(&["DEL", &old]));
-                        }
-                    }
-                    for reply in pipeline(&mut c, &cmds) {
-                        assert!(!reply.starts_with(b"-"), "{}", text(reply));
-                    }
-                    round += 1;
-                }
-                round
-            })
-        })
-        .collect();
+    let writers = writers_in_rounds(primary.addr, &stop, |t, round| {
+        let mut cmds = Vec::new();
+        for j in 0..8 {
+            let n = format!("{t}:{round}:{j}");
+            cmds.push(args(&["SET", &format!("k:{n}"), &n]));
+            cmds.push(args(&["INCR", &format!("c:{n}")]));
+            cmds.push(args(&["BF.ADD", &format!("bf:{n}"), &n]));
+            if j == 0 {
+                cmds.push(args(&["CF.ADD", &format!("cf:{n}"), &n]));
+            }
+            if round > 0 {
+                cmds.push(args(&["DEL", &format!("k:{t}:{}:{j}", round - 1)]));
+            }
+        }
+        cmds
+    });
     // The replica attaches while both clients write, and keeps receiving while they go on.
-    let replica = common::start_with(&[]);
-    let mut r = replica.raw();
-    r.cmd_str(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()]);
-    wait_for("link up", || link_up(&mut r));
+    let (_replica, mut r) = attach_replica(&primary);
     let synced_at = int(p.cmd_str(&["DBSIZE"]));
     wait_for("more keys after the sync", || {
         int(p.cmd_str(&["DBSIZE"])) > synced_at + 2000
