@@ -18,7 +18,7 @@ use crate::protocol::Reply;
 use crate::store::cuckoo::{
     CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,
 };
-use crate::store::db::{FilterDefaults, ReadView, SharedDb, SharedSlot, TypedLookup};
+use crate::store::db::{ReadView, SharedDb, SharedSlot, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -353,11 +353,13 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// insert that finds no room (the eviction walk undoes itself) or cannot grow (which changes
 /// nothing): the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let max_expansions = db.cf_max_expansions;
-    let defaults = db.filter_defaults;
+    let Some(defaults) = db.filter_defaults else {
+        return super::shared_path::defer(db);
+    };
+    let max_expansions = defaults.cf_max_expansions();
     // Checked once, before the item, as `filter_for_insert` does.
     let insert = |cf: &mut CuckooFilter| {
-        if cf.num_filters() as u64 >= max_expansions {
+        if cf.num_filters() as u64 >= u64::from(max_expansions) {
             return None;
         }
         match cf.insert(&argv[2]) {
@@ -378,9 +380,7 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
             }
         }
         Some(SharedSlot::Vacant(v)) => {
-            let Some(d) = defaults.map(FilterDefaults::cuckoo) else {
-                return super::shared_path::defer(db);
-            };
+            let d = defaults.cuckoo();
             // `maxmemory` is 0 here: the shared path takes no write while it is set.
             let made = create(
                 0,

@@ -462,7 +462,6 @@ fn try_shared(
         }
         _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
     }
-    view.cf_max_expansions = shared.cf_max_expansions.load(Ordering::Relaxed);
     view.filter_defaults = Some(&shared.filter_defaults);
     if engine.stream.is_active() {
         view.set_prelude_buffer(&mut client.prelude_scratch);

@@ -407,10 +407,8 @@ pub struct Shared {
     pub maxmemory: AtomicU64,
     /// Mirrors of the replication settings the dispatcher checks per write.
     pub repl_knobs: ReplKnobs,
-    /// `cf-max-expansions`, for CF.ADD on the shared path, which takes no config lock
-    /// (`commands::shared_path`).
-    pub cf_max_expansions: AtomicU64,
-    /// The `bf-*` and `cf-*` defaults, for adds creating a filter on the shared path.
+    /// The `bf-*` and `cf-*` defaults (and `cf-max-expansions`), for adds on the shared path,
+    /// which takes no config lock.
     pub filter_defaults: crate::store::db::FilterDefaults,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
@@ -435,7 +433,6 @@ impl Shared {
         let mut engine = Engine::new(config.databases, commands);
         engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
-        let cf_max_expansions = config.cf_max_expansions;
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -455,7 +452,6 @@ impl Shared {
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
-            cf_max_expansions: AtomicU64::new(u64::from(cf_max_expansions)),
             filter_defaults: crate::store::db::FilterDefaults::default(),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
@@ -488,6 +484,7 @@ impl Shared {
                 bucket_size: config.cf_bucket_size,
                 max_iterations: config.cf_max_iterations,
                 expansion: config.cf_expansion_factor,
+                max_expansions: config.cf_max_expansions,
             });
     }
 
@@ -499,8 +496,6 @@ impl Shared {
     /// Installs a new configuration; connections pick it up at their next read.
     pub fn replace_config(&self, config: Config) {
         self.repl_knobs.update(&config);
-        self.cf_max_expansions
-            .store(u64::from(config.cf_max_expansions), Ordering::Relaxed);
         // CONFIG SET runs under the exclusive keyspace lock, so no shared-path reader sees these
         // half updated.
         self.mirror_filter_defaults(&config);

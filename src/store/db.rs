@@ -169,9 +169,8 @@ pub struct SharedDb<'a> {
     /// table's key count.
     inserted: usize,
     removed: usize,
-    /// `cf-max-expansions`, which CF.ADD checks (the shared path reads no config lock).
-    pub cf_max_expansions: u64,
-    /// The defaults an add that creates its filter takes.
+    /// The defaults an add that creates its filter takes, and `cf-max-expansions`, which CF.ADD
+    /// checks (the shared path reads no config lock).
     pub filter_defaults: Option<&'a FilterDefaults>,
     /// Where a write that creates a filter encodes the `BF.RESERVE` or `CF.RESERVE` it
     /// propagates before itself ([`SharedDb::propagate_before`]): given only while the write
@@ -464,7 +463,7 @@ impl<'a> SharedDb<'a> {
 }
 
 /// The configuration defaults for filters that adds create (`bf-*` for BF.ADD and BF.MADD,
-/// `cf-*` for CF.ADD), mirrored for the shared path, which takes no config lock. Written only
+/// `cf-*` for CF.ADD, with `cf-max-expansions`, which CF.ADD checks on any filter), mirrored for the shared path, which takes no config lock. Written only
 /// by CONFIG SET, under the exclusive keyspace lock, so a reader under the shared lock sees them
 /// all from one configuration.
 #[derive(Debug, Default)]
@@ -476,6 +475,7 @@ pub struct FilterDefaults {
     cf_bucket_size: AtomicU64,
     cf_max_iterations: AtomicU64,
     cf_expansion: AtomicU64,
+    cf_max_expansions: AtomicU64,
 }
 
 /// The `cf-*` defaults a CF.ADD that creates its filter takes ([`FilterDefaults::cuckoo`]).
@@ -485,6 +485,7 @@ pub struct CuckooDefaults {
     pub bucket_size: u16,
     pub max_iterations: u16,
     pub expansion: u16,
+    pub max_expansions: u32,
 }
 
 impl FilterDefaults {
@@ -497,12 +498,18 @@ impl FilterDefaults {
         )
     }
 
+    /// `cf-max-expansions` alone, which every CF.ADD checks.
+    pub fn cf_max_expansions(&self) -> u32 {
+        self.cf_max_expansions.load(Ordering::Relaxed) as u32
+    }
+
     pub fn cuckoo(&self) -> CuckooDefaults {
         CuckooDefaults {
             initial_size: self.cf_initial_size.load(Ordering::Relaxed),
             bucket_size: self.cf_bucket_size.load(Ordering::Relaxed) as u16,
             max_iterations: self.cf_max_iterations.load(Ordering::Relaxed) as u16,
             expansion: self.cf_expansion.load(Ordering::Relaxed) as u16,
+            max_expansions: self.cf_max_expansions(),
         }
     }
 
@@ -523,6 +530,8 @@ impl FilterDefaults {
             .store(u64::from(d.max_iterations), Ordering::Relaxed);
         self.cf_expansion
             .store(u64::from(d.expansion), Ordering::Relaxed);
+        self.cf_max_expansions
+            .store(u64::from(d.max_expansions), Ordering::Relaxed);
     }
 }
 
@@ -780,7 +789,6 @@ impl Db {
             writes: 0,
             inserted: 0,
             removed: 0,
-            cf_max_expansions: u64::MAX,
             filter_defaults: None,
             prelude: None,
             has_prelude: false,
