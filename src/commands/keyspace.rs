@@ -102,18 +102,14 @@ fn del(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// DEL / UNLINK under the shared lock (`shared_path`): keys without a TTL, removed from their
-/// segments under their stripes (`SharedDb::deletable`), on a multi-thread runtime in a table
+/// segments under their stripes (`SharedDb::delete_keys`), on a multi-thread runtime in a table
 /// big enough for that. Every key is checked before any is removed, so a deferral (a TTL, a
 /// snapshot, a small table) changes nothing. The reply counts the keys removed, a repeated key
 /// once, as [`del`].
 fn del_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    for key in &argv[1..] {
-        if db.deletable(key).is_none() {
-            return Ok(Reply::Null);
-        }
-    }
-    let n = argv[1..].iter().filter(|key| db.delete(key)).count();
-    Ok(Reply::Int(n as i64))
+    Ok(db
+        .delete_keys(&argv[1..])
+        .map_or(Reply::Null, |n| Reply::Int(n as i64)))
 }
 
 /// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).

@@ -48,8 +48,8 @@
 //! (`Db::prefetch`). That costs a lock per prefetched key, which a single-threaded server would
 //! pay for nothing: inserts under the shared lock are on only with a multi-thread runtime
 //! (`store::db::Store::shared_inserts`, set by `server`). `DEL` and `UNLINK` remove keys the
-//! same way (`SharedDb::deletable`, then `SharedDb::delete`: every key checked before any is
-//! removed), when none has a TTL: a TTL is also in the database's expiry queue, which the
+//! same way (`SharedDb::delete_keys`: every key checked before any is removed), when none has
+//! a TTL: a TTL is also in the database's expiry queue, which the
 //! exclusive path keeps. TTLs and SET with options still take the exclusive lock.
 //!
 //! # When a command may take the shared path

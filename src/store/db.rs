@@ -165,7 +165,7 @@ pub struct SharedDb<'a> {
     held_more: Option<Vec<(usize, StripeGuard<'a>)>>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
-    /// Keys added ([`SharedVacancy::insert`]) and removed ([`SharedDb::delete`]), for the
+    /// Keys added ([`SharedVacancy::insert`]) and removed ([`SharedDb::delete_keys`]), for the
     /// table's key count.
     inserted: usize,
     removed: usize,
@@ -343,56 +343,49 @@ impl<'a> SharedDb<'a> {
         self.removed
     }
 
-    /// Whether `key` can be deleted here: `Some(true)` if it is live and may be removed under
-    /// the shared lock, `Some(false)` if it is missing, `None` with the command deferred (a
-    /// TTL, which the database's expiry queue also holds; a snapshot can reach it; removals
-    /// are off, [`Store::shared_inserts`]; the table is too small for a segment's keys to share
-    /// a stripe; or its stripe is not held for writing). A command of several keys asks for
-    /// each before it deletes any.
-    pub fn deletable(&mut self, key: &[u8]) -> Option<bool> {
-        let h = self.hash(key);
-        let ok = self.holds(stripe_of(h), true)
-            && (self.db.table.expires_len() == 0 || self.db.table.expiry(h, key).is_none());
-        let found = if ok {
-            self.db.table.find_for_write(h, key)
-        } else {
-            ForWrite::Shared
-        };
-        match found {
-            ForWrite::Missing => Some(false),
-            ForWrite::Found(_) if self.inserts && self.db.table.can_remove_shared(h) => Some(true),
-            _ => {
+    /// Deletes `keys` (DEL, UNLINK) and answers how many there were, a repeated key counted
+    /// once; `None` with the command deferred, before any is deleted, if one of them cannot be
+    /// removed under the shared lock: it has a TTL (the database's expiry queue holds it too),
+    /// a snapshot can reach it, removals are off ([`Store::shared_inserts`]), the table is too
+    /// small for a segment's keys to share a stripe, or its stripe is not held for writing.
+    /// Counts a write per key deleted.
+    pub fn delete_keys(&mut self, keys: &[Bytes]) -> Option<usize> {
+        for key in keys {
+            let h = self.hash(key);
+            let removable = self.holds(stripe_of(h), true)
+                && (self.db.table.expires_len() == 0 || self.db.table.expiry(h, key).is_none())
+                && match self.db.table.find_for_write(h, key) {
+                    ForWrite::Missing => true,
+                    ForWrite::Found(_) => self.inserts && self.db.table.can_remove_shared(h),
+                    ForWrite::Shared => false,
+                };
+            if !removable {
                 self.deferred = true;
-                None
+                return None;
             }
         }
-    }
-
-    /// Deletes `key`, which [`SharedDb::deletable`] answered `Some(true)` for (with the same
-    /// stripes still held); false if it is missing. Counts the write.
-    pub fn delete(&mut self, key: &[u8]) -> bool {
-        let h = self.hash(key);
-        if !self.inserts
-            || !self.holds(stripe_of(h), true)
-            || !matches!(self.db.table.find_for_write(h, key), ForWrite::Found(_))
-            || !self.db.table.can_remove_shared(h)
-        {
-            return false;
-        }
-        // SAFETY: the keyspace lock is held shared (for `'a`) and the key's stripe for writing
-        // (checked just above), `can_remove_shared` holds and `find_for_write` found the entry
-        // unshared, all under these locks: `remove_shared`'s contract. The removal is counted
-        // below and added to the table's count before the shared lock is let go.
-        let entry = unsafe { self.db.table.remove_shared(h, key) };
-        match entry {
-            Some(entry) => {
+        let mut n = 0;
+        for key in keys {
+            let h = self.hash(key);
+            // Missing (from the start, or a repeat of a key removed just now): nothing to do,
+            // and its segment may be one that removals must not touch (a small table).
+            if !matches!(self.db.table.find_for_write(h, key), ForWrite::Found(_)) {
+                continue;
+            }
+            // SAFETY: the keyspace lock is held shared (for `'a`) and the key's stripe for
+            // writing (checked above, and held since by `self`); the first pass saw
+            // `can_remove_shared` hold for this key, which only the exclusive lock could undo,
+            // and `find_for_write` has just found the entry unshared: `remove_shared`'s
+            // contract. The removals are counted below and added to the table's count before
+            // the shared lock is let go.
+            if let Some(entry) = unsafe { self.db.table.remove_shared(h, key) } {
                 drop(entry);
-                self.removed += 1;
-                self.writes += 1;
-                true
+                n += 1;
             }
-            None => false,
         }
+        self.removed += n;
+        self.writes += n as u64;
+        Some(n)
     }
 
     /// `key`'s value for a write in place, or `None` with the command deferred: the key is
