@@ -173,11 +173,9 @@ pub struct SharedDb<'a> {
     /// checks (the shared path reads no config lock).
     pub filter_defaults: Option<&'a FilterDefaults>,
     /// Where a write that creates a filter encodes the `BF.RESERVE` or `CF.RESERVE` it
-    /// propagates before itself ([`SharedDb::propagate_before`]): given only while the write
-    /// stream has consumers (a buffer of the client's, so no allocation per command).
+    /// propagates before itself ([`SharedDb::propagate_before`]): given, emptied, only while the
+    /// write stream has consumers (a buffer of the client's, so no allocation per command).
     prelude: Option<&'a mut Vec<u8>>,
-    /// Whether `prelude` holds this command's.
-    has_prelude: bool,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
@@ -303,6 +301,7 @@ impl<'a> SharedDb<'a> {
 
     /// Gives the buffer for [`SharedDb::propagate_before`]: the write stream has consumers.
     pub fn set_prelude_buffer(&mut self, buffer: &'a mut Vec<u8>) {
+        buffer.clear();
         self.prelude = Some(buffer);
     }
 
@@ -320,16 +319,15 @@ impl<'a> SharedDb<'a> {
         if let Some(buffer) = self.prelude.as_deref_mut() {
             buffer.clear();
             encode(buffer);
-            self.has_prelude = true;
         }
     }
 
     /// [`SharedDb::propagate_before`]'s command, if any.
     pub fn prelude(&self) -> Option<&[u8]> {
-        match &self.prelude {
-            Some(buffer) if self.has_prelude => Some(buffer),
-            _ => None,
-        }
+        self.prelude
+            .as_deref()
+            .filter(|b| !b.is_empty())
+            .map(Vec::as_slice)
     }
 
     /// Keys added, which the caller adds to the database's key count ([`Db::count_shared`])
@@ -421,12 +419,11 @@ impl<'a> SharedDb<'a> {
         } else {
             None
         };
-        let found = if ttl.is_some_and(|t| t <= self.now_ms) || !self.holds(stripe_of(h), true) {
-            ForWrite::Shared
-        } else {
-            self.db.table.find_for_write(h, key)
-        };
-        let entry = match found {
+        if ttl.is_some_and(|t| t <= self.now_ms) || !self.holds(stripe_of(h), true) {
+            self.deferred = true;
+            return None;
+        }
+        let entry = match self.db.table.find_for_write(h, key) {
             ForWrite::Found(entry) => entry,
             ForWrite::Missing if inserts && self.db.table.can_insert_shared(h) => {
                 return Some(SharedSlot::Vacant(SharedVacancy {
@@ -784,7 +781,6 @@ impl Db {
             removed: 0,
             filter_defaults: None,
             prelude: None,
-            has_prelude: false,
             first_key: (0, 0, 0),
         }
     }

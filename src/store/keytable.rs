@@ -71,8 +71,8 @@
 //! only one on the shared path looking into the segment. [`KeyTable::insert_shared`] adds a key
 //! there: the segment's map may grow (hence [`SegMap`]'s cell), the segment list, the `Arc`s and
 //! the other segments do not change. It is refused ([`KeyTable::can_insert_shared`]) below
-//! level 8, when a snapshot holds the segment, and past 1/16 over the split mark: splits stay on
-//! the exclusive path, which catches up ([`KeyTable::grew`], [`KeyTable::shrink`]). The key
+//! level 8, when a snapshot holds the segment, past 1/16 over the split mark, and in a segment
+//! of [`SEG_SHARED_MAX`] keys: splits stay on the exclusive path, which catches up ([`KeyTable::grew`], [`KeyTable::shrink`]). The key
 //! count is an atomic its callers add to once per batch ([`KeyTable::count_shared`]). Keys are
 //! removed the same way ([`KeyTable::remove_shared`]).
 //!
@@ -165,20 +165,22 @@ pub fn stripe_of(h: u64) -> usize {
 
 /// A segment's key map. The keyspace lock guards it like the rest of the table, with one
 /// exception that needs the cell: under the *shared* lock, a thread holding a segment's stripe
-/// for writing may add a key to it ([`KeyTable::insert_shared`]).
+/// for writing may add a key to it or remove one ([`KeyTable::insert_shared`],
+/// [`KeyTable::remove_shared`]).
 #[derive(Default)]
 struct SegMap(UnsafeCell<HashTable<Entry>>);
 
 // SAFETY: a `SegMap` is reached through `&` from several threads only under the keyspace lock
 // held shared (the exclusive holder, or a save's writer with its own `Arc` to a segment no live
 // write may change, reach it alone) or through a snapshot's `Arc`. Under the shared lock, it is
-// changed only by `KeyTable::insert_shared`, whose caller holds the segment's stripe for writing
-// (every key of the segment maps to it at the levels where that is allowed); everything that
-// reads a segment's map under the shared lock holds the stripe of the key it reads
-// (`store::db::SharedDb`), or, when inserts under the shared lock are on, the stripe of the hash it
-// walks (`Db::prefetch`). So a reading `&` and the writing `&mut` never overlap in time, and the
-// lock's release/acquire orders them. A segment a snapshot holds (its `Arc` shared) is never
-// changed under the shared lock. The entries are `Send` and `Sync` already.
+// changed only by `KeyTable::insert_shared` and `remove_shared`, whose callers hold the
+// segment's stripe for writing (every key of the segment maps to it at the levels where that is
+// allowed); everything that reads a segment's map under the shared lock holds the stripe of the
+// key it reads (`store::db::SharedDb`), or, when inserts under the shared lock are on, the
+// stripe of the hash it walks (`Db::prefetch`). So a reading `&` and the writing `&mut` never
+// overlap in time, and the lock's release/acquire orders them. A segment a snapshot holds (its
+// `Arc` shared) is never changed under the shared lock. The entries are `Send` and `Sync`
+// already.
 unsafe impl Sync for SegMap {}
 
 impl Deref for SegMap {
@@ -316,15 +318,10 @@ fn prefetch_entries(map: &HashTable<Entry>) {
     }
 }
 
-/// Called before an insert into `seg`: a full table rehashes every entry on the insert
-/// (hashbrown reserves before it probes, so even for a key already there).
+/// Called before an insert into a segment's `map`: a full table rehashes every entry on the
+/// insert (hashbrown reserves before it probes, so even for a key already there).
 #[inline]
-fn before_insert(seg: &Segment) {
-    before_insert_map(&seg.map);
-}
-
-#[inline]
-fn before_insert_map(map: &HashTable<Entry>) {
+fn before_insert(map: &HashTable<Entry>) {
     if map.len() == map.capacity() {
         prefetch_entries(map);
     }
@@ -473,7 +470,7 @@ impl KeyTable {
         let i = self.seg_of(h);
         let hasher = &self.hasher;
         let seg = unshare(&mut self.segs[i]);
-        before_insert(seg);
+        before_insert(&seg.map);
         seg.map
             .insert_unique(h, entry, |e| hasher.hash_one(e.key()));
         self.grew();
@@ -512,7 +509,7 @@ impl KeyTable {
         let i = self.seg_of(h);
         let hasher = &self.hasher;
         let seg = unshare(&mut self.segs[i]);
-        before_insert(seg);
+        before_insert(&seg.map);
         match seg
             .map
             .entry(h, |e| e.key() == key, |e| hasher.hash_one(e.key()))
@@ -563,11 +560,9 @@ impl KeyTable {
     #[inline]
     pub fn can_insert_shared(&self, h: u64) -> bool {
         let mark = self.segs.len() * SEG_KEYS;
-        if self.level < STRIPE_LEVEL || self.len() >= mark + mark / SHARED_SLACK {
-            return false;
-        }
-        let seg = &self.segs[self.seg_of(h)];
-        Arc::strong_count(seg) == 1 && seg.map.len() < SEG_SHARED_MAX
+        self.can_remove_shared(h)
+            && self.len() < mark + mark / SHARED_SLACK
+            && self.segs[self.seg_of(h)].map.len() < SEG_SHARED_MAX
     }
 
     /// Adds `entry` (hash `h`, its key not in the table) under the shared keyspace lock.
@@ -590,7 +585,7 @@ impl KeyTable {
         // cannot rise under the shared lock). So this `&mut` is the only reference to the map
         // while it lives.
         let map = unsafe { &mut *seg.map.0.get() };
-        before_insert_map(map);
+        before_insert(map);
         let hasher = &self.hasher;
         map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
     }
