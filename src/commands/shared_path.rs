@@ -325,6 +325,20 @@ pub struct BatchWrites {
     removed: usize,
 }
 
+impl BatchWrites {
+    /// A command's writes, and keys added and removed, in database `db`; those of another
+    /// database before it are counted first.
+    fn add(&mut self, engine: &Engine, db: usize, writes: u64, inserted: usize, removed: usize) {
+        if self.db != db {
+            add_writes(engine, self);
+            self.db = db;
+        }
+        self.writes += writes;
+        self.inserted += inserted;
+        self.removed += removed;
+    }
+}
+
 /// Adds a batch's shared-path writes to their database's `dirty` (`Store::db` folds them in),
 /// and the keys it added and removed to the database's key count. Once per batch, not per write: the
 /// counters are one cache line each that every core's writes would otherwise pass around. Done
@@ -474,13 +488,8 @@ fn try_shared(
         // into its error reply.
         Err(_) if write => {
             // Keys it added or removed before the panic stay so: counted, or the key count would
-            // be wrong even under the exclusive lock.
-            if writes.db != client.db {
-                add_writes(engine, writes);
-                writes.db = client.db;
-            }
-            writes.inserted += view.inserted();
-            writes.removed += view.removed();
+            // be wrong even under the exclusive lock (its writes are not: it failed).
+            writes.add(engine, client.db, 0, view.inserted(), view.removed());
             tracing::error!(
                 command = spec.name,
                 "command handler panicked; replying with an error"
@@ -506,7 +515,8 @@ fn try_shared(
         // enter it in the order they were made (`engine::propagate`). Every shared write
         // propagates verbatim, as the exclusive path does when it changed the keyspace or (BF.ADD,
         // CF.ADD) forced it: each is answered here only when it counted a write. A lone
-        // command, no MULTI/EXEC; encoded before the mutex is taken.
+        // command, or with the RESERVE of a filter it created as one MULTI/EXEC unit, as the
+        // exclusive path writes them; encoded before the mutex is taken.
         if engine.stream.is_active() {
             let command = &mut client.stream_scratch;
             command.clear();
@@ -524,13 +534,13 @@ fn try_shared(
             }
             client.fed_replicas |= engine.repl_sub.is_some();
         }
-        if writes.db != client.db {
-            add_writes(engine, writes);
-            writes.db = client.db;
-        }
-        writes.writes += view.writes();
-        writes.inserted += view.inserted();
-        writes.removed += view.removed();
+        writes.add(
+            engine,
+            client.db,
+            view.writes(),
+            view.inserted(),
+            view.removed(),
+        );
     }
     drop(view);
     let ended = mono_ns();
