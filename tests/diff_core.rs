@@ -1369,3 +1369,89 @@ fn config_set_integers_parse_like_redis() {
         }
     }
 }
+
+/// `rdb_changes_since_last_save` after each write: Redis counts one change per command that
+/// wrote (`server.dirty++`), however many steps it took (RENAME removes and adds, SET EX stores
+/// a value and a TTL, RESTORE REPLACE deletes first), and the save points count what it counts.
+#[test]
+fn changes_since_last_save_match_redis() {
+    let redis = common::redis::RealRedis::start(&["--save", ""]);
+    let ours = common::start_server();
+    let mut pair = Pair::new(redis.port(), ours.port());
+    let changes = |conn: &mut Conn| -> i64 {
+        let info = conn
+            .cmd(&[c("INFO"), c("persistence")])
+            .expect("INFO answered");
+        String::from_utf8_lossy(&info)
+            .lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("the field")
+    };
+    // A payload for RESTORE (DUMP of a string from Redis: the same bytes from both servers).
+    pair.redis
+        .cmd(&[c("SET"), c("tmp"), c("x")])
+        .expect("SET answered");
+    let dump = pair
+        .redis
+        .cmd(&[c("DUMP"), c("tmp")])
+        .expect("DUMP answered");
+    pair.redis.cmd(&[c("DEL"), c("tmp")]).expect("DEL answered");
+    let start = dump.iter().position(|&b| b == b'\n').expect("bulk header") + 1;
+    let payload = dump[start..dump.len() - 2].to_vec();
+    // Compared from here (no SAVE: the test server's directory is the working one).
+    let base = (changes(&mut pair.redis), changes(&mut pair.ours));
+    let script: &[&[&str]] = &[
+        &["SET", "a", "1", "EX", "1000"],
+        &["SET", "a", "2", "PX", "1000000", "GET"],
+        &["SET", "a", "3", "KEEPTTL"],
+        &["SET", "a", "4", "NX"],
+        &["SET", "b", "4", "XX", "EX", "100"],
+        &["SETEX", "b", "1000", "v"],
+        &["PSETEX", "c", "1000000", "v"],
+        &["SET", "a", "5"],
+        &["EXPIRE", "a", "1000"],
+        &["PERSIST", "a"],
+        &["GETEX", "a", "EX", "500"],
+        &["RENAME", "a", "d"],
+        &["RENAME", "d", "b"],
+        &["RENAMENX", "b", "c"],
+        &["RENAMENX", "b", "e"],
+        &["COPY", "e", "f"],
+        &["COPY", "e", "f", "REPLACE"],
+        &["MOVE", "f", "1"],
+        &["MOVE", "c", "1"],
+        &["SELECT", "1"],
+        &["RESTORE", "g", "0", "PAYLOAD"],
+        &["RESTORE", "g", "100000", "PAYLOAD", "REPLACE"],
+        &["GETDEL", "g"],
+        &["DEL", "f", "c", "nosuch"],
+        &["SELECT", "0"],
+        &["INCR", "n"],
+        &["APPEND", "n", "0"],
+        &["GETSET", "n", "7"],
+    ];
+    for argv in script {
+        let argv: Vec<Vec<u8>> = argv
+            .iter()
+            .map(|a| match *a {
+                "PAYLOAD" => payload.clone(),
+                a => a.as_bytes().to_vec(),
+            })
+            .collect();
+        let want = pair.redis.cmd(&argv).expect("redis answered");
+        let got = pair.ours.cmd(&argv).expect("we answered");
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{}",
+            show(&argv)
+        );
+        assert_eq!(
+            changes(&mut pair.ours) - base.1,
+            changes(&mut pair.redis) - base.0,
+            "after {}",
+            show(&argv)
+        );
+    }
+}

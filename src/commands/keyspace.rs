@@ -244,6 +244,7 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     }
     let expire = db.expire_at(src);
     let encoding = db.encoding_override(src);
+    let before = db.dirty;
     if db.lookup_quiet(dst).is_some() {
         if nx {
             return Ok(Reply::Int(0));
@@ -258,6 +259,8 @@ fn rename_generic(ctx: &mut Ctx, argv: &[Bytes], nx: bool) -> CmdResult {
     if let Some(when) = expire {
         db.set_expire(dst, when);
     }
+    // One change, as Redis counts it (the removal of an existing `dst` included).
+    db.count_changes_since(before, 1);
     db.notify(events::GENERIC, "rename_from", src);
     db.notify(events::GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
@@ -325,12 +328,15 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if matches!(value, Value::TDigest(_)) {
         return Err(CmdError::Static(MODULE_NO_COPY));
     }
+    let before = dst.dirty;
     dst.remove(newkey);
     dst.insert(newkey.clone(), value);
     dst.set_encoding_override(newkey, encoding);
     if let Some(when) = expire {
         dst.set_expire(newkey, when);
     }
+    // One change, as Redis counts it.
+    dst.count_changes_since(before, 1);
     dst.notify(events::GENERIC, "copy_to", newkey);
     Ok(Reply::Int(1))
 }
@@ -356,11 +362,14 @@ fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let dst = ctx.db_at(target);
+    let before = dst.dirty;
     dst.insert(key.clone(), value);
     dst.set_encoding_override(key, encoding);
     if let Some(when) = expire {
         dst.set_expire(key, when);
     }
+    // One change in all, as Redis counts it: the source's removal.
+    dst.count_changes_since(before, 0);
     ctx.db_at(source).notify(events::GENERIC, "move_from", key);
     ctx.db_at(target).notify(events::GENERIC, "move_to", key);
     Ok(Reply::Int(1))

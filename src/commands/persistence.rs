@@ -155,6 +155,7 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     })?;
     let now = ctx.now_ms as i64;
     let db = ctx.db();
+    let before = db.dirty;
     let deleted = replace && db.delete(&key);
     let when = if ttl == 0 {
         None
@@ -174,8 +175,10 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         }
     }
     db.insert(key.clone(), value);
+    // One change, as Redis counts it (the replaced key's deletion included).
+    db.count_changes_since(before, 1);
     if let Some(t) = when {
-        db.set_expire(&key, t as u64);
+        db.set_expire_of_written(&key, t as u64);
         // A relative TTL is written absolute, with ABSTTL appended (Redis 7.0).
         if !absttl && ctx.propagating() {
             let mut rewritten = argv.to_vec();

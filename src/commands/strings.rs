@@ -227,7 +227,7 @@ fn set_generic(
     }
     db.notify(events::STRING, "set", key);
     if let Some(when) = when {
-        db.set_expire(key, when);
+        db.set_expire_of_written(key, when);
         db.notify(events::GENERIC, "expire", key);
     }
     Ok(old.unwrap_or(ok))

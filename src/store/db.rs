@@ -1255,6 +1255,17 @@ impl Db {
     }
 
     pub fn set_expire(&mut self, key: &[u8], when_ms: u64) -> bool {
+        if !self.set_expire_of_written(key, when_ms) {
+            return false;
+        }
+        self.touch(key);
+        true
+    }
+
+    /// [`Db::set_expire`] for a key the command has just written (SET with an expiry, SETEX):
+    /// no second modification is counted, as Redis's `setGenericCommand` counts one for the
+    /// value and its TTL together (`rdb_changes_since_last_save` moves by 1).
+    pub fn set_expire_of_written(&mut self, key: &[u8], when_ms: u64) -> bool {
         if !self.has(key) {
             return false;
         }
@@ -1263,8 +1274,15 @@ impl Db {
         let h = self.hash(key);
         self.table.set_expiry(h, k.clone(), when_ms);
         self.expire_queue.insert((when_ms, k));
-        self.touch(key);
         true
+    }
+
+    /// Counts this command's modifications since `before` (a reading of [`Db::dirty`] taken
+    /// before its first) as `n`: Redis's commands of several steps (RENAME, COPY, MOVE,
+    /// RESTORE) count `server.dirty++` once, where each of our steps (a removal, an insert, a
+    /// TTL) counts its own, and `rdb_changes_since_last_save` would move by 2 or 3.
+    pub fn count_changes_since(&mut self, before: u64, n: u64) {
+        self.dirty = before + n;
     }
 
     /// Removes the TTL of a live key. Returns true if there was one.
