@@ -73,6 +73,36 @@ const TESTS: &[(&str, Gen)] = &[
             vec!["DEL".into(), key]
         }
     }),
+    // Overwrites keys that exist with a TTL each time (the first pass sets it, later ones
+    // replace it), as a cache refreshes its entries.
+    ("SET-EX", |t, i| {
+        vec![
+            "SET".into(),
+            format!("key:{t}:{}", i % 100_000),
+            "yyy".into(),
+            "EX".into(),
+            "1000".into(),
+        ]
+    }),
+    // A new key with a TTL per request, as a cache fills.
+    ("SET-EX-new", |t, i| {
+        vec![
+            "SET".into(),
+            format!("newex:{t}:{i}"),
+            "xxx".into(),
+            "EX".into(),
+            "1000".into(),
+        ]
+    }),
+    // A key with a TTL that comes and goes: SETEX of a new key, then its DEL.
+    ("DEL-EX-new", |t, i| {
+        let key = format!("tmpex:{t}:{}", i / 2);
+        if i % 2 == 0 {
+            vec!["SETEX".into(), key, "1000".into(), "xxx".into()]
+        } else {
+            vec!["DEL".into(), key]
+        }
+    }),
     ("GET", |t, i| {
         vec!["GET".into(), format!("key:{t}:{}", i % 100_000)]
     }),
@@ -227,7 +257,7 @@ fn main() {
                 // GET reads keys that exist, SET overwrites them, the `-new` rows add keys to a
                 // table that holds some (keys are added under the shared lock from 32k keys on,
                 // `store::keytable::KeyTable::can_insert_shared`).
-                if *name == "GET" || *name == "SET" || name.ends_with("-new") {
+                if *name == "GET" || name.starts_with("SET") || name.ends_with("-new") {
                     for i in 0..100_000 {
                         run_one(shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
                     }

@@ -764,6 +764,12 @@ fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
                 cmds.push(args(&["DEL", &format!("k:{t}:{}:{j}", round - 1)]));
             }
         }
+        // A key with a TTL a round (propagated as `SET key value PXAT ms`), its TTL cleared the
+        // next round.
+        cmds.push(args(&["SET", &format!("e:{t}:{round}"), "v", "EX", "1000"]));
+        if round > 0 {
+            cmds.push(args(&["SET", &format!("e:{t}:{}", round - 1), "w"]));
+        }
         cmds
     });
     // The replica attaches while both clients write, and keeps receiving while they go on.
@@ -775,11 +781,19 @@ fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rounds: Vec<usize> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
-    // Per client and round: 8 counters and 8 Bloom filters and a cuckoo filter; the strings
-    // of its last round (the others deleted).
-    let want: i64 = 40_000 + rounds.iter().map(|&n| (n * 17 + 8) as i64).sum::<i64>();
+    // Per client and round: 8 counters and 8 Bloom filters, a cuckoo filter and an `e:` key;
+    // the strings of its last round (the others deleted).
+    let want: i64 = 40_000 + rounds.iter().map(|&n| (n * 18 + 8) as i64).sum::<i64>();
     assert_eq!(int(p.cmd_str(&["DBSIZE"])), want);
     assert_eq!(int(r.cmd_str(&["DBSIZE"])), want, "the replica's key count");
+    // One TTL left per client: its last round's `e:` key.
+    for c in [&mut p, &mut r] {
+        let keyspace = text(c.cmd_str(&["INFO", "keyspace"]));
+        assert!(
+            keyspace.contains(&format!("db0:keys={want},expires=2,")),
+            "{keyspace}"
+        );
+    }
     for (t, &n) in rounds.iter().enumerate() {
         for round in (0..n).step_by(7) {
             let name = format!("{t}:{round}:0");
@@ -797,6 +811,13 @@ fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
                 assert_eq!(c.cmd_str(&["GET", &counter]), b"$1\r\n1\r\n", "{counter}");
                 assert_eq!(c.cmd_str(&["BF.EXISTS", &bloom, &name]), b":1\r\n");
                 assert_eq!(c.cmd_str(&["CF.COUNT", &cuckoo, &name]), b":1\r\n");
+                let expiring = format!("e:{t}:{round}");
+                let ttl = int(c.cmd_str(&["TTL", &expiring]));
+                if round + 1 == n {
+                    assert!((900..=1000).contains(&ttl), "{expiring}: TTL {ttl}");
+                } else {
+                    assert_eq!(ttl, -1, "{expiring}: cleared");
+                }
             }
         }
     }

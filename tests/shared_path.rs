@@ -378,7 +378,47 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
                             vec!["CF.ADD".into(), format!("cf:{t}:{i}"), "item".into()],
                             b":1\r\n".to_vec(),
                         ),
+                        // A TTL, which enters the AOF as `SET key value PXAT ms`.
+                        (
+                            vec![
+                                "SET".into(),
+                                format!("e:{t}:{i}"),
+                                "v".into(),
+                                "EX".into(),
+                                "1000".into(),
+                            ],
+                            b"+OK\r\n".to_vec(),
+                        ),
                     ]
+                })
+                .collect()
+        },
+    );
+    // TTLs cleared (every third `e:` key set again without one) and keys with a TTL that come
+    // and go, from all connections at once.
+    pipeline_from_connections(
+        (0..CONNS).map(|_| common::RawConn::connect(addr)).collect(),
+        |t| {
+            (0..PER_CONN)
+                .flat_map(|i| {
+                    let clear = (i % 3 == 0).then(|| {
+                        (
+                            vec!["SET".into(), format!("e:{t}:{i}"), "w".into()],
+                            b"+OK\r\n".to_vec(),
+                        )
+                    });
+                    clear.into_iter().chain([
+                        (
+                            vec![
+                                "PSETEX".into(),
+                                format!("x:{t}:{i}"),
+                                "1000000".into(),
+                                "v".into(),
+                            ],
+                            b"+OK\r\n".to_vec(),
+                        ),
+                        (vec!["DEL".into(), format!("x:{t}:{i}")], b":1\r\n".to_vec()),
+                    ])
                 })
                 .collect()
         },
@@ -393,7 +433,13 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
                 .collect()
         },
     );
-    let want = FILL + 5 * CONNS * PER_CONN - CONNS * PER_CONN.div_ceil(2);
+    let want = FILL + 6 * CONNS * PER_CONN - CONNS * PER_CONN.div_ceil(2);
+    let ttls = CONNS * (PER_CONN - PER_CONN.div_ceil(3));
+    let keyspace = String::from_utf8_lossy(&setup.cmd_str(&["INFO", "keyspace"])).to_string();
+    assert!(
+        keyspace.contains(&format!("db0:keys={want},expires={ttls},")),
+        "{keyspace}"
+    );
     assert_eq!(
         setup.cmd_str(&["DBSIZE"]),
         format!(":{want}\r\n").into_bytes()
@@ -405,6 +451,11 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
     assert!(!dir.join("dump.rdb").exists(), "the AOF is what loads");
     let (_server, _, mut c) = start("100");
     assert_eq!(c.cmd_str(&["DBSIZE"]), format!(":{want}\r\n").into_bytes());
+    let keyspace = String::from_utf8_lossy(&c.cmd_str(&["INFO", "keyspace"])).to_string();
+    assert!(
+        keyspace.contains(&format!("db0:keys={want},expires={ttls},")),
+        "{keyspace}"
+    );
     for t in 0..CONNS {
         for i in (0..PER_CONN).step_by(41) {
             let v = i.to_string();
@@ -432,6 +483,19 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
                 c.cmd_str(&["BF.MEXISTS", &bm, "a", "b"]),
                 b"*2\r\n:1\r\n:1\r\n"
             );
+            // The TTL as set (PXAT in the AOF), or cleared; the keys that came and went, gone.
+            let e = format!("e:{t}:{i}");
+            let ttl = c.cmd_str(&["TTL", &e]);
+            if i % 3 == 0 {
+                assert_eq!(ttl, b":-1\r\n");
+                assert_eq!(c.cmd_str(&["GET", &e]), b"$1\r\nw\r\n");
+            } else {
+                let secs: i64 = String::from_utf8_lossy(&ttl[1..ttl.len() - 2])
+                    .parse()
+                    .expect("an integer reply");
+                assert!((900..=1000).contains(&secs), "TTL {secs}");
+            }
+            assert_eq!(c.cmd_str(&["EXISTS", &format!("x:{t}:{i}")]), b":0\r\n");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -458,6 +458,9 @@ pub struct ClientState {
     /// Where a shared-path write that creates a filter encodes the `BF.RESERVE`/`CF.RESERVE`
     /// that precedes it in the write stream (`store::db::SharedDb::propagate_before`).
     pub prelude_scratch: Vec<u8>,
+    /// Where a shared-path write encodes the command it propagates as instead of its own
+    /// (`store::db::SharedDb::propagate_as`).
+    pub rewrite_scratch: Vec<u8>,
     /// A shared-path write of the current batch entered the replication stream: the connection
     /// wakes the replica tasks once the batch is done (`shared_path`).
     pub fed_replicas: bool,
@@ -512,6 +515,7 @@ impl ClientState {
             shared_write_backoff: 0,
             stream_scratch: Vec::new(),
             prelude_scratch: Vec::new(),
+            rewrite_scratch: Vec::new(),
             fed_replicas: false,
         }
     }

@@ -5,12 +5,13 @@
 //! the command table:
 //! - reads: `PING`, `ECHO`, `GET`, `MGET`, `STRLEN`, `EXISTS`, `PFCOUNT`, `BF.EXISTS`,
 //!   `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`;
-//! - writes in place: `SET` (no option), `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD`
-//!   (items that fit in the newest link), `CF.ADD` and `PFADD` (a dense HLL), on a key that
-//!   exists;
-//! - and on a multi-thread runtime, new keys and deletions: `SET` (no option), `INCR`, `DECR`,
-//!   `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a key that does not exist, `DEL` and
-//!   `UNLINK` of keys without a TTL (below, "Keys added under the shared lock").
+//! - writes in place: `SET` (options that change no TTL: NX, XX, GET, KEEPTTL), `INCR`, `DECR`,
+//!   `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` (items that fit in the newest link), `CF.ADD` and
+//!   `PFADD` (a dense HLL), on a key that exists;
+//! - and on a multi-thread runtime, new keys, deletions and TTLs: `SET` (every option),
+//!   `SETEX`, `PSETEX`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a
+//!   key that does not exist, `DEL` and `UNLINK`, and SET's TTL changes (below, "Keys added
+//!   under the shared lock" and "TTLs under the shared lock").
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
@@ -18,9 +19,9 @@
 //! exist), and where counters, filters and HLLs that already exist are fed.
 //!
 //! # What the shared lock lets change: values, under stripes
-//! Under the shared lock the table's *structure* is frozen: no TTL changes, no segment is copied
-//! or split, so every entry another command may be looking at stays where it is (a key may be
-//! added to or removed from a segment under its stripe, below). A value may change in place,
+//! Under the shared lock the table's *structure* is frozen: no segment is copied or split, so
+//! every entry another command may be looking at stays where it is (a key may be added to or
+//! removed from a segment, and a TTL set or cleared there, under its stripe, below). A value may change in place,
 //! and only under its key's stripe lock (`store::db::Stripes`: 256 `RwLock<()>`s, a key's stripe
 //! chosen by its hash). A command on the shared path first takes the stripes of its keys (by the
 //! command table's key positions), ascending, for writing if it is a write and for reading
@@ -48,9 +49,23 @@
 //! (`Db::prefetch`). That costs a lock per prefetched key, which a single-threaded server would
 //! pay for nothing: inserts under the shared lock are on only with a multi-thread runtime
 //! (`store::db::Store::shared_inserts`, set by `server`). `DEL` and `UNLINK` remove keys the
-//! same way (`SharedDb::delete_keys`: every key checked before any is removed), when none has
-//! a TTL: a TTL is also in the database's expiry queue, which the
-//! exclusive path keeps. TTLs and SET with options still take the exclusive lock.
+//! same way (`SharedDb::delete_keys`: every key checked before any is removed, none due).
+//!
+//! # TTLs under the shared lock
+//! A key's TTL lives in two places: its segment's TTL table, which the stripe guards as it
+//! guards the segment's keys, and the database's expiry queue (one ordered set, which active
+//! expiry pops). SET with an expiry (EX, PX, EXAT, PXAT; SETEX, PSETEX), SET without KEEPTTL
+//! over a key that had one, and DEL of such a key change the segment's table at once
+//! (`KeyTable::set_expiry_shared`, counted in an atomic that readers trust when it is zero), and
+//! append the queue's change to a log sharded by stripe (`store::db::TtlLog`); whoever next uses
+//! the queue holds the exclusive lock and applies the log first (`Db::queue`), so active expiry
+//! sees exactly the table's TTLs. A key's changes enter its shard in order (its stripe is held),
+//! and changes to different keys commute. Where keys can be added (the conditions above) TTLs
+//! can change; elsewhere a TTL change defers. An expiry already past (the key would be born
+//! due) and a key that is due defer too: reclaiming one is the exclusive path's, which
+//! propagates it. A SET with a relative expiry enters the write stream as the exclusive path
+//! writes it, `SET key value PXAT ms` (and with GET left out), through
+//! `SharedDb::propagate_as`.
 //!
 //! # When a command may take the shared path
 //! Only when it would do nothing on the exclusive path that the shared one cannot
@@ -70,8 +85,8 @@
 //!   propagated as `DEL`) or would have to write (PFCOUNT refreshing a stale cache). A write
 //!   defers when its key is missing (unless it can be added, above), due, in a block a snapshot
 //!   can still reach (unsharing it changes the table), of another type, or when its change
-//!   cannot be made in place (SET clearing a TTL, an INCR that overflows, a filter that is full,
-//!   a sparse HLL); it decides that before it changes anything.
+//!   cannot be made in place (a TTL change where keys cannot be added, an INCR that overflows, a
+//!   filter that is full, a sparse HLL); it decides that before it changes anything.
 //!
 //! Otherwise the command runs again from the start on the exclusive path: [`EngineLock::dispatch`]
 //! releases the shared lock, takes the exclusive one and calls [`super::dispatch`], and the rest
@@ -478,7 +493,7 @@ fn try_shared(
     }
     view.filter_defaults = Some(&shared.filter_defaults);
     if engine.stream.is_active() {
-        view.set_prelude_buffer(&mut client.prelude_scratch);
+        view.set_stream_buffers(&mut client.prelude_scratch, &mut client.rewrite_scratch);
     }
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
@@ -518,9 +533,16 @@ fn try_shared(
         // command, or with the RESERVE of a filter it created as one MULTI/EXEC unit, as the
         // exclusive path writes them; encoded before the mutex is taken.
         if engine.stream.is_active() {
-            let command = &mut client.stream_scratch;
-            command.clear();
-            crate::engine::propagate::encode_command(command, argv);
+            let scratch = &mut client.stream_scratch;
+            let command: &[u8] = match view.rewritten() {
+                // SET with a relative expiry: `SET key value PXAT ms`.
+                Some(rewritten) => rewritten,
+                None => {
+                    scratch.clear();
+                    crate::engine::propagate::encode_command(scratch, argv);
+                    scratch
+                }
+            };
             match view.prelude() {
                 None => engine.stream.lock().emit_encoded(client.db, command),
                 // A filter it created: its BF.RESERVE first, the two as one unit.
@@ -529,8 +551,8 @@ fn try_shared(
                     .lock()
                     .emit_encoded_unit(client.db, &[reserve, command]),
             }
-            if command.capacity() > 1 << 16 {
-                *command = Vec::new();
+            if scratch.capacity() > 1 << 16 {
+                *scratch = Vec::new();
             }
             client.fed_replicas |= engine.repl_sub.is_some();
         }
@@ -838,6 +860,12 @@ mod tests {
             (&["PFADD", "dense", "c", "d"], "dense"),
             (&["PFADD", "dense", "c"], "dense"),
             (&["INCR", "ttl-kept"], "ttl-kept"),
+            // Options that change no TTL: refused (no write), the old value (propagated without
+            // GET), the TTL kept.
+            (&["SET", "s", "v2", "NX"], "s"),
+            (&["SET", "s", "v3", "GET"], "s"),
+            (&["SET", "s", "v4", "XX", "GET", "get"], "s"),
+            (&["SET", "ttl-kept", "7", "KEEPTTL"], "ttl-kept"),
         ];
         run(
             &on_shared,
@@ -872,8 +900,8 @@ mod tests {
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter().chain(filter_cases), now);
-        // Every case but the PFADD that changed no register is a write.
-        let n = (cases.len() + filter_cases.len()) as u64 - 1;
+        // Every case but the PFADD that changed no register and the refused SET NX is a write.
+        let n = (cases.len() + filter_cases.len()) as u64 - 2;
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         assert_eq!(
             dirty(&on_shared) - before.0,
@@ -916,6 +944,10 @@ mod tests {
             got.contains("*4 $5 PFADD $5 dense $1 c $1 d *2 $4 INCR $8 ttl-kept "),
             "no-op PFADD left out: {got}"
         );
+        assert!(
+            got.contains("*3 $3 SET $1 s $2 v3 *4 $3 SET $1 s $2 v4 $2 XX "),
+            "GET left out: {got}"
+        );
         assert!(got.ends_with("*2 $6 SELECT $1 0 *2 $4 INCR $1 n "), "{got}");
     }
 
@@ -929,11 +961,13 @@ mod tests {
             &["BF.ADD", "new", "x"],
             &["CF.ADD", "new", "x"],
             &["PFADD", "new", "x"],
-            // Options, and a TTL that SET clears.
+            // A TTL to set or clear (TTL changes are off with inserts), an option's error.
             &["SET", "s", "v", "EX", "100"],
-            &["SET", "s", "v", "NX"],
-            &["SET", "s", "v", "GET"],
+            &["SETEX", "s", "100", "v"],
             &["SET", "ttl", "v"],
+            &["SET", "s", "v", "EX", "0"],
+            &["SET", "s", "v", "NX", "XX"],
+            &["SET", "bf", "v", "GET"],
             // Errors, answered and counted by the exclusive path.
             &["INCR", "s"],
             &["INCR", "big"],
@@ -1215,6 +1249,8 @@ mod tests {
     fn new_keys_are_added_on_the_shared_path_and_leave_what_the_exclusive_path_leaves() {
         let (on_shared, mut c1, now) = setup_inserts();
         let (on_exclusive, mut c2, _) = setup_inserts();
+        let exat = (now / 1000 + 1000).to_string();
+        let pxat = (now + 200_000).to_string();
         let cases: &[(&[&str], &str)] = &[
             (&["SET", "new-s", "value"], "new-s"),
             (&["SET", "new-int", "12345"], "new-int"),
@@ -1236,6 +1272,24 @@ mod tests {
             (&["DEL", "new-int"], "new-int"),
             (&["UNLINK", "new-b", "new-c", "new-b"], "new-c"),
             (&["DEL", "new-cf"], "new-cf"),
+            // TTLs: set on a new key (relative ones propagated as PXAT), replaced, kept,
+            // cleared by a SET without one; NX/XX refusals; SETEX and PSETEX.
+            (&["SET", "new-ex", "v", "EX", "100"], "new-ex"),
+            (&["SET", "new-px", "v", "PX", "100000", "GET"], "new-px"),
+            (&["SET", "new-exat", "v", "EXAT", &exat], "new-exat"),
+            (&["SET", "new-pxat", "v", "PXAT", &pxat, "NX"], "new-pxat"),
+            (&["SET", "new-ex", "v2", "PX", "5000", "XX"], "new-ex"),
+            (&["SET", "new-px", "v2", "KEEPTTL", "GET"], "new-px"),
+            (&["SET", "new-exat", "v2"], "new-exat"),
+            (&["SET", "new-pxat", "v2", "NX", "EX", "9"], "new-pxat"),
+            (&["SET", "new-nx", "v", "NX", "EX", "100"], "new-nx"),
+            (&["SET", "never", "v", "XX", "EX", "100"], "never"),
+            (&["SETEX", "new-sx", "100", "v"], "new-sx"),
+            (&["PSETEX", "new-psx", "100000", "v"], "new-psx"),
+            (&["SETEX", "new-sx", "300", "w"], "new-sx"),
+            // Deleting keys with a TTL, one beside one without.
+            (&["DEL", "new-psx"], "new-psx"),
+            (&["UNLINK", "new-sx", "new-exat"], "new-sx"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1243,9 +1297,9 @@ mod tests {
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter(), now);
-        // A write a case, one more for each filter created (the key added), and one more for
-        // the UNLINK's second key.
-        let n = cases.len() as u64 + 3 + 1;
+        // A write a case, one more for each filter created (the key added), one more for each
+        // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not).
+        let n = cases.len() as u64 + 3 + 1 + 1 - 2;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1271,21 +1325,60 @@ mod tests {
             ),
             "{text}"
         );
-        // What still defers with inserts on: an option, another type's error, a key a snapshot
-        // can reach (its segment), and a table too small for a segment's keys to share a stripe.
-        for words in [
-            &["SET", "new-e", "v", "NX"][..],
-            &["INCR", "new-s"],
-            // A key with a TTL (the expiry queue is the database's), even beside one without.
-            &["DEL", "new-s", "ttl"],
+        assert!(
+            text.contains(&format!(
+                "*5 $3 SET $6 new-ex $1 v $4 PXAT $13 {} ",
+                now + 100_000
+            )),
+            "EX as PXAT: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "*6 $3 SET $8 new-pxat $1 v $4 PXAT $13 {pxat} $2 NX "
+            )),
+            "PXAT verbatim: {text}"
+        );
+        assert!(
+            text.contains("*4 $3 SET $6 new-px $2 v2 $7 KEEPTTL "),
+            "GET left out: {text}"
+        );
+        // The expiry queue took every TTL change made under the shared lock: later, active
+        // expiry reclaims exactly the keys whose TTL is still there, on both engines alike.
+        let later = now + 1_000_000_000;
+        for s in [&on_shared, &on_exclusive] {
+            let mut e = s.engine();
+            let db = e.store.db(0, later);
+            assert_eq!(db.queue_len(), db.expires_count(), "queue and table agree");
+            // new-ex, new-px, new-pxat, new-nx and the setup's `ttl`.
+            assert_eq!(db.active_expire(1000), 5);
+            assert_eq!(db.queue_len(), 0);
+        }
+        for key in [
+            "new-ex", "new-px", "new-nx", "new-pxat", "ttl", "new-s", "new-a",
         ] {
-            assert!(!run(&on_shared, &mut c1, words, now).1, "{words:?}");
+            let got = run_exclusive(&on_shared, &mut c1, &["EXISTS", key], later);
+            let want = run_exclusive(&on_exclusive, &mut c2, &["EXISTS", key], later);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{key}");
+        }
+        // What still defers with inserts on: another type's error, a key that is due (the
+        // exclusive path reclaims it and propagates that), an expiry already past, a key a
+        // snapshot can reach (its segment), and a table too small for a segment's keys to share
+        // a stripe.
+        run(&on_shared, &mut c1, &["SET", "due", "v", "PX", "10"], now);
+        run(&on_shared, &mut c1, &["SET", "due2", "v", "PX", "10"], now);
+        for words in [
+            &["INCR", "new-s"][..],
+            &["DEL", "new-s", "due"],
+            &["SET", "due2", "w"],
+            &["SET", "new-s", "v", "PXAT", "1"],
+        ] {
+            assert!(!run(&on_shared, &mut c1, words, now + 20).1, "{words:?}");
         }
         // The deferred DEL deleted nothing before it deferred; the exclusive path deleted both.
         assert_eq!(
             format!(
                 "{:?}",
-                run_exclusive(&on_shared, &mut c1, &["EXISTS", "new-s", "ttl"], now)
+                run_exclusive(&on_shared, &mut c1, &["EXISTS", "new-s", "due"], now + 20)
             ),
             format!("{:?}", Reply::Int(0))
         );
@@ -1326,6 +1419,16 @@ mod tests {
                                 // being written under other stripes.
                                 argv(&["GET", &format!("k:{}:{i}", (t + 1) % THREADS)]),
                                 argv(&["EXISTS", &format!("fill:{i}"), &format!("k:{t}:{i}")]),
+                                // TTLs: set on a new key, then on every third one cleared by a
+                                // SET without one; a key with a TTL that comes and goes.
+                                argv(&["SET", &format!("e:{t}:{i}"), "v", "EX", "1000"]),
+                                if i % 3 == 0 {
+                                    argv(&["SET", &format!("e:{t}:{i}"), "w"])
+                                } else {
+                                    argv(&["SET", &format!("e:{t}:{i}"), "w", "KEEPTTL"])
+                                },
+                                argv(&["PSETEX", &format!("x:{t}:{i}"), "100000", "v"]),
+                                argv(&["DEL", &format!("x:{t}:{i}")]),
                             ]
                         })
                         .collect();
@@ -1367,9 +1470,17 @@ mod tests {
             .load(Ordering::Relaxed);
         let all = THREADS * PER_THREAD as u64;
         assert!(
-            shared_sets > all,
+            shared_sets > 2 * all,
             "{shared_sets} of {} SETs shared",
-            2 * all
+            4 * all
+        );
+        let (psetex, _) = table().get(b"PSETEX").expect("known command");
+        let shared_psetex = shared.engine().shared_stats[psetex]
+            .calls
+            .load(Ordering::Relaxed);
+        assert!(
+            shared_psetex > all / 2,
+            "{shared_psetex} of {all} PSETEXs shared"
         );
         let (del, _) = table().get(b"DEL").expect("known command");
         let shared_dels = shared.engine().shared_stats[del]
@@ -1377,7 +1488,7 @@ mod tests {
             .load(Ordering::Relaxed);
         assert!(shared_dels > all / 2, "{shared_dels} of {all} DELs shared");
         let mut c = client(1);
-        let want = before + 2 * THREADS as i64 * PER_THREAD as i64;
+        let want = before + 3 * THREADS as i64 * PER_THREAD as i64;
         let got = run_exclusive(&shared, &mut c, &["DBSIZE"], now);
         assert_eq!(format!("{got:?}"), format!("{:?}", Reply::Int(want)));
         let db_len = shared.engine().store.dbs[0].len();
@@ -1399,6 +1510,15 @@ mod tests {
         let db = &mut e.store.dbs[0];
         db.shrink_if_sparse();
         assert_eq!(db.keys().count(), want as usize);
+        // Two of every three `e:` keys kept their TTL, and the expiry queue agrees with the
+        // table; later, active expiry reclaims exactly those.
+        let with_ttl = THREADS as usize * (PER_THREAD - PER_THREAD.div_ceil(3));
+        let ttl_before = usize::from(db.expire_at(b"ttl").is_some());
+        assert_eq!(db.expires_count(), with_ttl + ttl_before);
+        assert_eq!(db.queue_len(), with_ttl + ttl_before);
+        let db = e.store.db(0, now + 10_000_000);
+        assert_eq!(db.active_expire(usize::MAX), with_ttl + ttl_before);
+        assert_eq!(db.len() as i64, want - (with_ttl + ttl_before) as i64);
     }
 
     #[test]

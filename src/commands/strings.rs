@@ -19,6 +19,7 @@
 //! Redis, which no `f64` computation reproduces.
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
@@ -35,8 +36,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("get", 2, READONLY | FAST, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key.", get).shared_read(get_shared),
     cmd("set", -3, WRITE | DENYOOM, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set).shared_write(set_shared),
     cmd("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
-    cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
-    cmd("psetex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
+    cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex).shared_write(setex_shared),
+    cmd("psetex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex).shared_write(psetex_shared),
     cmd("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
     cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
     cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
@@ -284,27 +285,143 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(reply)
 }
 
-/// SET under the shared lock (`shared_path`): `SET key value` with no option, over a live key
-/// without a TTL, replaced in place as [`Db::insert`] replaces it (value, no encoding override),
-/// or a new key where one can be added there (`SharedDb::write_or_vacant`). A TTL to clear or
-/// any option: the exclusive path.
+/// SET under the shared lock (`shared_path`), every option: over a live key (replaced in place
+/// as [`Db::insert`] replaces it: value, no encoding override) or as a new key where one can be
+/// added there (`SharedDb::write_or_vacant`), its TTL set, cleared or kept where the key's
+/// segment allows (`SharedDb::can_change_ttl`). An expiry already past (the key would be born
+/// due): the exclusive path.
 fn set_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    if argv.len() != 3 {
+    if argv.len() == 3 {
+        // `SET key value`, the common case, without the option parsing.
+        match db.write_or_vacant(&argv[1]) {
+            None => return Ok(Reply::Null),
+            Some(SharedSlot::Live(mut e)) if e.ttl.is_none() => {
+                *e.value = Value::str(&argv[2]);
+                e.clear_encoding();
+            }
+            Some(SharedSlot::Live(_)) => {
+                return set_shared_generic(db, &argv[1], &argv[2], &StringOpts::default(), None)
+            }
+            Some(SharedSlot::Vacant(v)) => v.insert(Value::str(&argv[2])),
+        }
+        db.wrote();
+        return Ok(Reply::ok());
+    }
+    let opts = parse_string_opts(argv, 3, true)?;
+    let when = match opts.expire {
+        Some((kind, arg)) => Some(expire_ms(kind, arg, db.now_ms(), "set")?),
+        None => None,
+    };
+    let reply = set_shared_generic(db, &argv[1], &argv[2], &opts, when)?;
+    if db.writes() != 0 && db.propagating() {
+        // As `set`: a relative (or seconds) expiry as `SET key value PXAT ms`, otherwise every
+        // GET argument dropped.
+        match (opts.expire, when) {
+            (Some((kind, _)), Some(when)) if kind != ExpireKind::PxAt => {
+                db.propagate_as(|out| encode_set_pxat(out, &argv[1], &argv[2], when))
+            }
+            _ if opts.get => db.propagate_as(|out| {
+                let kept: SmallVec<[&Bytes; 8]> = argv
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, a)| *i < 3 || !is_opt(a, "get"))
+                    .map(|(_, a)| a)
+                    .collect();
+                crate::engine::propagate::encode_command(out, &kept)
+            }),
+            _ => {}
+        }
+    }
+    Ok(reply)
+}
+
+/// [`set_generic`] under the shared lock (the options parsed, the expiry validated): the reply,
+/// with the command deferred (and nothing changed) where the shared lock cannot do it.
+fn set_shared_generic(
+    db: &mut SharedDb,
+    key: &Bytes,
+    value: &Bytes,
+    opts: &StringOpts,
+    when: Option<u64>,
+) -> CmdResult {
+    if when.is_some_and(|w| w <= db.now_ms()) {
         return super::shared_path::defer(db);
     }
-    match db.write_or_vacant(&argv[1]) {
+    let old = if opts.get {
+        Some(get_reply(db, key)?)
+    } else {
+        None
+    };
+    if db.deferred() {
+        return Ok(Reply::Null);
+    }
+    let ttl_ok = db.can_change_ttl(key);
+    let had_ttl = match db.write_or_vacant(key) {
         None => return Ok(Reply::Null),
         Some(SharedSlot::Live(mut e)) => {
-            if e.ttl.is_some() {
+            if opts.nx {
+                return Ok(old.unwrap_or(Reply::Null));
+            }
+            let had_ttl = e.ttl.is_some();
+            if !ttl_ok && (when.is_some() || (had_ttl && !opts.keepttl)) {
                 return super::shared_path::defer(db);
             }
-            *e.value = Value::str(&argv[2]);
+            *e.value = Value::str(value);
             e.clear_encoding();
+            had_ttl
         }
-        Some(SharedSlot::Vacant(v)) => v.insert(Value::str(&argv[2])),
+        Some(SharedSlot::Vacant(v)) => {
+            if opts.xx {
+                return Ok(old.unwrap_or(Reply::Null));
+            }
+            if when.is_some() && !ttl_ok {
+                // The vacancy left unfilled leaves the table as it was.
+                return super::shared_path::defer(db);
+            }
+            v.insert(Value::str(value));
+            false
+        }
+    };
+    match when {
+        Some(when) => db.set_ttl(key, when),
+        None if had_ttl && !opts.keepttl => db.clear_ttl(key),
+        None => {}
     }
     db.wrote();
-    Ok(Reply::ok())
+    Ok(old.unwrap_or_else(Reply::ok))
+}
+
+/// SETEX and PSETEX under the shared lock ([`set_shared_generic`]), propagated as the
+/// exclusive path does: `SET key value PXAT ms`.
+fn setex_shared_generic(
+    db: &mut SharedDb,
+    argv: &[Bytes],
+    kind: ExpireKind,
+    name: &str,
+) -> CmdResult {
+    let when = expire_ms(kind, &argv[2], db.now_ms(), name)?;
+    let reply = set_shared_generic(db, &argv[1], &argv[3], &StringOpts::default(), Some(when))?;
+    if db.writes() != 0 && db.propagating() {
+        db.propagate_as(|out| encode_set_pxat(out, &argv[1], &argv[3], when));
+    }
+    Ok(reply)
+}
+
+fn setex_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    setex_shared_generic(db, argv, ExpireKind::Ex, "setex")
+}
+
+fn psetex_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    setex_shared_generic(db, argv, ExpireKind::Px, "psetex")
+}
+
+/// [`set_pxat`], encoded for the write stream without building its arguments.
+fn encode_set_pxat(out: &mut Vec<u8>, key: &[u8], value: &[u8], when: u64) {
+    let when = Decimal::of_u64(when);
+    crate::engine::propagate::encode_command(
+        out,
+        &[&b"SET"[..], key, value, b"PXAT", when.as_bytes()],
+    );
 }
 
 /// `SET key value PXAT ms`, as Redis propagates a SET or SETEX with a relative expiry.

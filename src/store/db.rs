@@ -4,7 +4,8 @@
 //! - `expires` maps a key to its absolute expiry in unix milliseconds (what `PEXPIRETIME` returns);
 //! - `expire_queue` orders the same entries by time, so active expiry pops the keys that are due without
 //!   scanning the keyspace (Redis samples randomly; an ordered queue reclaims memory at least as fast
-//!   and never visits a live key).
+//!   and never visits a live key). TTLs set or cleared under the shared keyspace lock reach it
+//!   through a log ([`TtlLog`]) that the next user of the queue applies first ([`Db::queue`]).
 //!
 //! Lazy expiry: every lookup first checks the key's deadline against the database clock (`now_ms`,
 //! set by the dispatcher once per command, as Redis caches its time per command) and deletes the key
@@ -44,8 +45,8 @@
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -95,12 +96,13 @@ struct Stripe(RwLock<()>);
 
 /// The locks that let commands write values in place under the *shared* keyspace lock
 /// (`commands::shared_path`, issue 15 target 4). The keyspace `RwLock` still guards the
-/// structure: under it shared, no key is removed, no TTL changes and no segment is copied or
-/// split, so every `&Entry` stays valid. What may change is a value (and its encoding code),
+/// structure: under it shared, no segment is copied or split and the segment list does not
+/// change, so every `&Entry` stays valid. What may change is a value (and its encoding code),
 /// and only while its key's stripe is held for writing; every read of a value under the shared
 /// lock holds the stripe for reading. A key's stripe is its segment's index modulo
 /// [`STRIPES`], so in a table of at least that many segments a stripe also guards whole
-/// segments, to which a key may then be added ([`SharedDb::write_or_vacant`]). The exclusive
+/// segments, in which a key may then be added or removed ([`SharedDb::write_or_vacant`],
+/// [`SharedDb::delete_keys`]) and a TTL set or cleared ([`SharedDb::set_ttl`]). The exclusive
 /// path takes no stripe: holding the keyspace lock exclusively, it excludes everyone who could.
 ///
 /// A lock holds no data: which values a stripe guards is a function of the key's hash
@@ -176,6 +178,11 @@ pub struct SharedDb<'a> {
     /// propagates before itself ([`SharedDb::propagate_before`]): given, emptied, only while the
     /// write stream has consumers (a buffer of the client's, so no allocation per command).
     prelude: Option<&'a mut Vec<u8>>,
+    /// Where a write that propagates as another command (SET with a relative expiry, as
+    /// `SET key value PXAT ms`) encodes it ([`SharedDb::propagate_as`]): given while the write
+    /// stream has consumers, as `prelude`; `rewritten` says whether it holds this command's.
+    rewrite: Option<&'a mut Vec<u8>>,
+    rewritten: bool,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
@@ -299,10 +306,104 @@ impl<'a> SharedDb<'a> {
         self.writes
     }
 
-    /// Gives the buffer for [`SharedDb::propagate_before`]: the write stream has consumers.
-    pub fn set_prelude_buffer(&mut self, buffer: &'a mut Vec<u8>) {
-        buffer.clear();
-        self.prelude = Some(buffer);
+    /// Gives the buffers for [`SharedDb::propagate_before`] and [`SharedDb::propagate_as`]: the
+    /// write stream has consumers.
+    pub fn set_stream_buffers(&mut self, prelude: &'a mut Vec<u8>, rewrite: &'a mut Vec<u8>) {
+        prelude.clear();
+        self.prelude = Some(prelude);
+        self.rewrite = Some(rewrite);
+    }
+
+    /// The command clock (unix ms).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Has `encode` write the command (`engine::propagate::encode_command`) that enters the
+    /// write stream in place of this one, as the exclusive path's `Ctx::propagate_as`. Nothing
+    /// while the stream has no consumer ([`SharedDb::propagating`]).
+    pub fn propagate_as(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(buffer) = self.rewrite.as_deref_mut() {
+            buffer.clear();
+            encode(buffer);
+            self.rewritten = true;
+        }
+    }
+
+    /// [`SharedDb::propagate_as`]'s command, if any.
+    pub fn rewritten(&self) -> Option<&[u8]> {
+        self.rewrite
+            .as_deref()
+            .filter(|_| self.rewritten)
+            .map(Vec::as_slice)
+    }
+
+    /// Whether `key`'s TTL may be set or cleared under the shared lock ([`SharedDb::set_ttl`],
+    /// [`SharedDb::clear_ttl`]): keys may change there ([`Store::shared_inserts`]), its stripe
+    /// is held for writing, and its segment is one that only this stripe reaches and no snapshot
+    /// holds ([`KeyTable::can_remove_shared`]). A write that would change a TTL checks this
+    /// before it changes anything, and defers when it is false.
+    #[inline]
+    pub fn can_change_ttl(&self, key: &[u8]) -> bool {
+        let h = self.hash(key);
+        self.inserts && self.holds(stripe_of(h), true) && self.db.table.can_remove_shared(h)
+    }
+
+    /// Sets the TTL of `key`, a key this command wrote or added, to `when` (unix ms), as
+    /// [`Db::set_expire`] does but counting no write (SET counts one for the value and the TTL,
+    /// as Redis's `setGenericCommand`). The caller checked [`SharedDb::can_change_ttl`] before
+    /// it changed anything; nothing can have undone that since (only the exclusive lock can).
+    pub fn set_ttl(&mut self, key: &[u8], when: u64) {
+        let h = self.hash(key);
+        assert!(self.can_change_ttl(key), "TTL change not checked");
+        assert!(self.db.table.find(h, key).is_some(), "TTL of a missing key");
+        // SAFETY: `can_change_ttl` (asserted just now, under the locks this `SharedDb` holds
+        // for `'a`) is `set_expiry_shared`'s contract: the keyspace lock shared, the key's
+        // stripe held for writing, `can_remove_shared`; and the key is in the table.
+        let (stored, old) = unsafe { self.db.table.set_expiry_shared(h, key, when) };
+        let stripe = stripe_of(h);
+        if let Some(old) = old {
+            self.db.ttl_log.push(
+                stripe,
+                TtlChange {
+                    when: old,
+                    key: stored.clone(),
+                    set: false,
+                },
+            );
+        }
+        self.db.ttl_log.push(
+            stripe,
+            TtlChange {
+                when,
+                key: stored,
+                set: true,
+            },
+        );
+    }
+
+    /// Removes the TTL of `key`, if it has one (SET without KEEPTTL replacing a key that had
+    /// one), as [`SharedDb::set_ttl`]: the caller checked [`SharedDb::can_change_ttl`].
+    pub fn clear_ttl(&mut self, key: &[u8]) {
+        let h = self.hash(key);
+        assert!(self.can_change_ttl(key), "TTL change not checked");
+        self.clear_ttl_h(h, key);
+    }
+
+    /// [`SharedDb::clear_ttl`] of a key whose hash is `h`, with `can_change_ttl` checked.
+    fn clear_ttl_h(&mut self, h: u64, key: &[u8]) {
+        // SAFETY: the caller checked `can_change_ttl` under the locks this `SharedDb` holds for
+        // `'a`: `remove_expiry_shared`'s contract.
+        if let Some((stored, when)) = unsafe { self.db.table.remove_expiry_shared(h, key) } {
+            self.db.ttl_log.push(
+                stripe_of(h),
+                TtlChange {
+                    when,
+                    key: stored,
+                    set: false,
+                },
+            );
+        }
     }
 
     /// Whether the write stream has consumers (a buffer was given), so that a write that creates
@@ -343,15 +444,17 @@ impl<'a> SharedDb<'a> {
 
     /// Deletes `keys` (DEL, UNLINK) and answers how many there were, a repeated key counted
     /// once; `None` with the command deferred, before any is deleted, if one of them cannot be
-    /// removed under the shared lock: it has a TTL (the database's expiry queue holds it too),
-    /// a snapshot can reach it, removals are off ([`Store::shared_inserts`]), the table is too
-    /// small for a segment's keys to share a stripe, or its stripe is not held for writing.
-    /// Counts a write per key deleted.
+    /// removed under the shared lock: it is due (reclaiming it is the exclusive path's, which
+    /// propagates it as an expiry), a snapshot can reach it, removals are off
+    /// ([`Store::shared_inserts`]), the table is too small for a segment's keys to share a
+    /// stripe, or its stripe is not held for writing. A key's TTL goes with it
+    /// ([`SharedDb::clear_ttl`]). Counts a write per key deleted.
     pub fn delete_keys(&mut self, keys: &[Bytes]) -> Option<usize> {
         for key in keys {
             let h = self.hash(key);
-            let removable = self.holds(stripe_of(h), true)
-                && (self.db.table.expires_len() == 0 || self.db.table.expiry(h, key).is_none())
+            let due = self.db.table.expires_len() != 0 && self.db.due_at(h, key, self.now_ms);
+            let removable = !due
+                && self.holds(stripe_of(h), true)
                 && match self.db.table.find_for_write(h, key) {
                     ForWrite::Missing => true,
                     ForWrite::Found(_) => self.inserts && self.db.table.can_remove_shared(h),
@@ -379,6 +482,10 @@ impl<'a> SharedDb<'a> {
             if let Some(entry) = unsafe { self.db.table.remove_shared(h, key) } {
                 drop(entry);
                 n += 1;
+                if self.db.table.expires_len() != 0 {
+                    // `can_change_ttl` holds: `inserts`, the stripe, `can_remove_shared`.
+                    self.clear_ttl_h(h, key);
+                }
             }
         }
         self.removed += n;
@@ -626,12 +733,102 @@ pub enum TypedLookup<'a> {
     OtherType,
 }
 
+/// TTL changes made under the shared keyspace lock (SET with an expiry, SET or DEL of a key
+/// that had one: [`SharedDb::set_ttl`], [`SharedDb::clear_ttl`]), on their way to the expiry
+/// queue. The key table takes them at once (its TTL tables are guarded by the stripes like its
+/// key maps); the queue is one ordered set per database, which cores setting TTLs side by side
+/// cannot share, so they append here instead and the next user of the queue, who holds the
+/// exclusive lock, applies them ([`Db::queue`]) — as the write stream's backlog is fed by the
+/// next holder of that lock.
+///
+/// Order: a key's changes are appended while its stripe is held for writing, so they are in the
+/// order they were made, in the shard of its stripe; changes to different keys touch different
+/// queue elements and commute, so the shards may be applied in any order. Sharded by stripe
+/// (16 shards, each a mutex on a line of its own) so that cores do not pass one lock around:
+/// two writers meet on a shard only when their keys' stripes agree in the low 4 bits, and then
+/// hold it for one push.
+#[derive(Debug)]
+struct TtlLog {
+    /// Some shard may hold a change: a writer sets it after its push, the exclusive path
+    /// clears it when it applies them (one load per use of the queue otherwise).
+    pending: AtomicBool,
+    shards: Box<[TtlShard]>,
+}
+
+/// How many shards a [`TtlLog`] has: a power of two.
+const TTL_LOG_SHARDS: usize = 16;
+
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct TtlShard(Mutex<Vec<TtlChange>>);
+
+/// One change of the expiry queue: `(when, key)` added (`set`) or removed.
+#[derive(Debug)]
+struct TtlChange {
+    when: u64,
+    key: Bytes,
+    set: bool,
+}
+
+impl Default for TtlLog {
+    fn default() -> TtlLog {
+        TtlLog {
+            pending: AtomicBool::new(false),
+            shards: (0..TTL_LOG_SHARDS).map(|_| TtlShard::default()).collect(),
+        }
+    }
+}
+
+impl TtlLog {
+    /// Appends a change of a key of stripe `stripe`, whose stripe the caller holds for writing.
+    fn push(&self, stripe: usize, change: TtlChange) {
+        let shard = &self.shards[stripe & (TTL_LOG_SHARDS - 1)];
+        // A poisoned shard holds whole changes: a push cannot panic halfway.
+        shard
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(change);
+        if !self.pending.load(Ordering::Relaxed) {
+            self.pending.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Applies every change to `queue`, oldest first within a shard.
+    fn apply(&mut self, queue: &mut BTreeSet<(u64, Bytes)>) {
+        if !std::mem::take(self.pending.get_mut()) {
+            return;
+        }
+        for shard in self.shards.iter_mut() {
+            let changes = shard.0.get_mut().unwrap_or_else(|p| p.into_inner());
+            for c in changes.drain(..) {
+                if c.set {
+                    queue.insert((c.when, c.key));
+                } else {
+                    queue.remove(&(c.when, c.key));
+                }
+            }
+        }
+    }
+
+    /// Drops every change (the queue is being emptied).
+    fn clear(&mut self) {
+        *self.pending.get_mut() = false;
+        for shard in self.shards.iter_mut() {
+            shard.0.get_mut().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+    }
+}
+
 /// One database (`SELECT n`).
 #[derive(Debug, Default)]
 pub struct Db {
     /// The keys, their values and their TTLs: segments behind `Arc` (`store::keytable`).
     table: KeyTable,
+    /// Reach it through [`Db::queue`], which first applies [`Db::ttl_log`].
     expire_queue: BTreeSet<(u64, Bytes)>,
+    /// TTL changes made under the shared lock, not yet in `expire_queue`.
+    ttl_log: TtlLog,
     watched: KeyMap<Watch>,
     /// The clock used for expiry decisions (unix ms), set before each command.
     pub now_ms: u64,
@@ -781,6 +978,8 @@ impl Db {
             removed: 0,
             filter_defaults: None,
             prelude: None,
+            rewrite: None,
+            rewritten: false,
             first_key: (0, 0, 0),
         }
     }
@@ -810,6 +1009,28 @@ impl Db {
             self.changes += *n;
             *n = 0;
         }
+    }
+
+    /// The expiry queue, with the TTL changes made under the shared lock applied first
+    /// ([`TtlLog`]): every use of the queue goes through here, so it always agrees with the
+    /// key table's TTLs under the exclusive lock.
+    fn queue(&mut self) -> &mut BTreeSet<(u64, Bytes)> {
+        self.ttl_log.apply(&mut self.expire_queue);
+        &mut self.expire_queue
+    }
+
+    /// Counts this command's modifications since `before` (a reading of [`Db::dirty`] taken
+    /// before its first) as `n`: Redis's commands of several steps (RENAME, COPY, MOVE,
+    /// RESTORE) count `server.dirty++` once, where each of our steps (a removal, an insert, a
+    /// TTL) counts its own, and `rdb_changes_since_last_save` would move by 2 or 3.
+    pub fn count_changes_since(&mut self, before: u64, n: u64) {
+        self.dirty = before + n;
+    }
+
+    /// How many TTLs the expiry queue holds (tests: it must agree with the key table's).
+    #[cfg(test)]
+    pub fn queue_len(&mut self) -> usize {
+        self.queue().len()
     }
 
     /// The value of `key` without any of a lookup's effects (no expiry, no statistics): for
@@ -1197,8 +1418,7 @@ impl Db {
     /// [`Db::clear_expire`] of a key whose hash is `h`.
     fn clear_expire_h(&mut self, h: u64, key: &[u8]) {
         if let Some(when) = self.table.remove_expiry(h, key) {
-            self.expire_queue
-                .remove(&(when, Bytes::copy_from_slice(key)));
+            self.queue().remove(&(when, Bytes::copy_from_slice(key)));
         }
     }
 
@@ -1249,7 +1469,7 @@ impl Db {
         self.table.insert_if_absent(h, entry)?;
         if let (Some(when), Some(k)) = (expire_ms, k) {
             self.table.set_expiry(h, k.clone(), when);
-            self.expire_queue.insert((when, k));
+            self.queue().insert((when, k));
         }
         Ok(())
     }
@@ -1273,16 +1493,8 @@ impl Db {
         self.clear_expire(key);
         let h = self.hash(key);
         self.table.set_expiry(h, k.clone(), when_ms);
-        self.expire_queue.insert((when_ms, k));
+        self.queue().insert((when_ms, k));
         true
-    }
-
-    /// Counts this command's modifications since `before` (a reading of [`Db::dirty`] taken
-    /// before its first) as `n`: Redis's commands of several steps (RENAME, COPY, MOVE,
-    /// RESTORE) count `server.dirty++` once, where each of our steps (a removal, an insert, a
-    /// TTL) counts its own, and `rdb_changes_since_last_save` would move by 2 or 3.
-    pub fn count_changes_since(&mut self, before: u64, n: u64) {
-        self.dirty = before + n;
     }
 
     /// Removes the TTL of a live key. Returns true if there was one.
@@ -1301,7 +1513,7 @@ impl Db {
     pub fn active_expire(&mut self, budget: usize) -> usize {
         let mut n = 0;
         while n < budget {
-            let Some((when, key)) = self.expire_queue.first().cloned() else {
+            let Some((when, key)) = self.queue().first().cloned() else {
                 break;
             };
             if when > self.now_ms {
@@ -1334,6 +1546,7 @@ impl Db {
         // Given back, not cleared in place (see `shrink_if_sparse`).
         self.table.clear();
         self.expire_queue.clear();
+        self.ttl_log.clear();
         for k in existed {
             if let Some(w) = self.watched.get_mut(&k) {
                 w.version += 1;

@@ -72,9 +72,12 @@
 //! there: the segment's map may grow (hence [`SegMap`]'s cell), the segment list, the `Arc`s and
 //! the other segments do not change. It is refused ([`KeyTable::can_insert_shared`]) below
 //! level 8, when a snapshot holds the segment, past 1/16 over the split mark, and in a segment
-//! of [`SEG_SHARED_MAX`] keys: splits stay on the exclusive path, which catches up ([`KeyTable::grew`], [`KeyTable::shrink`]). The key
-//! count is an atomic its callers add to once per batch ([`KeyTable::count_shared`]). Keys are
-//! removed the same way ([`KeyTable::remove_shared`]).
+//! of [`SEG_SHARED_MAX`] keys: splits stay on the exclusive path, which catches up
+//! ([`KeyTable::grew`], [`KeyTable::shrink`]). The key count is an atomic its callers add to
+//! once per batch ([`KeyTable::count_shared`]). Keys are removed the same way
+//! ([`KeyTable::remove_shared`]), and TTLs set and cleared in the segment's TTL table
+//! ([`KeyTable::set_expiry_shared`], [`KeyTable::remove_expiry_shared`]), counted at once in an
+//! atomic, since a reader that sees no TTL anywhere looks no further ([`KeyTable::expiry`]).
 //!
 //! # Filters' reserved bytes
 //! The bytes a filter reserved but never wrote count toward `used_memory` once
@@ -163,58 +166,83 @@ pub fn stripe_of(h: u64) -> usize {
     seg_bits(h) & (STRIPES - 1)
 }
 
-/// A segment's key map. The keyspace lock guards it like the rest of the table, with one
-/// exception that needs the cell: under the *shared* lock, a thread holding a segment's stripe
-/// for writing may add a key to it or remove one ([`KeyTable::insert_shared`],
-/// [`KeyTable::remove_shared`]).
+/// A segment's table (its key map, [`SegMap`], or its TTLs). The keyspace lock guards it like
+/// the rest of the key table, with one exception that needs the cell: under the *shared* lock, a
+/// thread holding a segment's stripe for writing may add a key to it or remove one
+/// ([`KeyTable::insert_shared`], [`KeyTable::remove_shared`]), and set or clear a key's TTL
+/// ([`KeyTable::set_expiry_shared`], [`KeyTable::remove_expiry_shared`]).
 #[derive(Default)]
-struct SegMap(UnsafeCell<HashTable<Entry>>);
+struct SegCell<T>(UnsafeCell<T>);
 
-// SAFETY: a `SegMap` is reached through `&` from several threads only under the keyspace lock
+/// A segment's key map.
+type SegMap = SegCell<HashTable<Entry>>;
+
+/// A segment's TTLs: each key that has one, with it (unix ms).
+type SegExpires = SegCell<HashTable<(Bytes, u64)>>;
+
+// SAFETY: a `SegCell` is reached through `&` from several threads only under the keyspace lock
 // held shared (the exclusive holder, or a save's writer with its own `Arc` to a segment no live
 // write may change, reach it alone) or through a snapshot's `Arc`. Under the shared lock, it is
-// changed only by `KeyTable::insert_shared` and `remove_shared`, whose callers hold the
-// segment's stripe for writing (every key of the segment maps to it at the levels where that is
-// allowed); everything that reads a segment's map under the shared lock holds the stripe of the
-// key it reads (`store::db::SharedDb`), or, when inserts under the shared lock are on, the
-// stripe of the hash it walks (`Db::prefetch`). So a reading `&` and the writing `&mut` never
-// overlap in time, and the lock's release/acquire orders them. A segment a snapshot holds (its
-// `Arc` shared) is never changed under the shared lock. The entries are `Send` and `Sync`
-// already.
-unsafe impl Sync for SegMap {}
+// changed only by `KeyTable::insert_shared`, `remove_shared`, `set_expiry_shared` and
+// `remove_expiry_shared`, whose callers hold the segment's stripe for writing (every key of the
+// segment maps to it at the levels where that is allowed); everything that reads a segment's
+// tables under the shared lock holds the stripe of the key it reads (`store::db::SharedDb`), or,
+// when inserts under the shared lock are on, the stripe of the hash it walks (`Db::prefetch`,
+// which reads the key map alone). So a reading `&` and the writing `&mut` never overlap in time,
+// and the lock's release/acquire orders them. A segment a snapshot holds (its `Arc` shared) is
+// never changed under the shared lock. What the tables hold (entries, keys and times) is `Send`
+// and `Sync` already, as `T: Send + Sync` requires.
+unsafe impl<T: Send + Sync> Sync for SegCell<T> {}
 
-impl Deref for SegMap {
-    type Target = HashTable<Entry>;
+impl<T> Deref for SegCell<T> {
+    type Target = T;
 
     #[inline]
-    fn deref(&self) -> &HashTable<Entry> {
-        // SAFETY: see the `Sync` impl: no `&mut` to the map exists while a `&` to it is in use.
+    fn deref(&self) -> &T {
+        // SAFETY: see the `Sync` impl: no `&mut` to the table exists while a `&` to it is in use.
         unsafe { &*self.0.get() }
     }
 }
 
-impl DerefMut for SegMap {
+impl<T> DerefMut for SegCell<T> {
     #[inline]
-    fn deref_mut(&mut self) -> &mut HashTable<Entry> {
+    fn deref_mut(&mut self) -> &mut T {
         self.0.get_mut()
     }
 }
 
-impl Clone for SegMap {
-    fn clone(&self) -> SegMap {
-        SegMap(UnsafeCell::new((**self).clone()))
+impl<T: Clone> Clone for SegCell<T> {
+    fn clone(&self) -> SegCell<T> {
+        SegCell::new((**self).clone())
     }
 }
 
-impl std::fmt::Debug for SegMap {
+impl<V> std::fmt::Debug for SegCell<HashTable<V>> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SegMap({})", self.len())
+        write!(f, "SegCell({})", self.len())
     }
 }
 
-impl SegMap {
-    fn with_capacity(n: usize) -> SegMap {
-        SegMap(UnsafeCell::new(HashTable::with_capacity(n)))
+impl<T> SegCell<T> {
+    fn new(table: T) -> SegCell<T> {
+        SegCell(UnsafeCell::new(table))
+    }
+
+    fn into_inner(self) -> T {
+        self.0.into_inner()
+    }
+
+    /// The table for a change under the shared keyspace lock.
+    ///
+    /// # Safety
+    /// The caller holds the keyspace lock shared and the stripe of every key of the segment for
+    /// writing (the table is at [`STRIPE_LEVEL`] or above), and no snapshot holds the segment:
+    /// then nothing else reads or writes the table while the returned `&mut` lives (the `Sync`
+    /// impl).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn shared_mut(&self) -> &mut T {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.0.get() }
     }
 }
 
@@ -223,7 +251,7 @@ impl SegMap {
 #[derive(Debug, Default)]
 pub struct Segment {
     map: SegMap,
-    expires: HashTable<(Bytes, u64)>,
+    expires: SegExpires,
 }
 
 impl Clone for Segment {
@@ -266,7 +294,10 @@ pub struct KeyTable {
     split: usize,
     /// Atomic for the keys added under the shared lock ([`KeyTable::insert_shared`]).
     len: AtomicUsize,
-    expires_len: usize,
+    /// Atomic for the TTLs set and cleared under the shared lock
+    /// ([`KeyTable::set_expiry_shared`]), which count them at once: a reader's fast path
+    /// ([`KeyTable::expiry`]) trusts a zero.
+    expires_len: AtomicUsize,
     /// Removals since [`KeyTable::shrink`] last walked every segment: only a removal can leave a
     /// segment's table sparse, so with none the walk (one cache miss per segment, ~8 000 for a
     /// million keys, ten times a second under the cron's lock) is skipped.
@@ -334,7 +365,7 @@ impl KeyTable {
             level: 0,
             split: 0,
             len: AtomicUsize::new(0),
-            expires_len: 0,
+            expires_len: AtomicUsize::new(0),
             removed: 0,
             removed_shared: AtomicUsize::new(0),
             hasher,
@@ -388,7 +419,7 @@ impl KeyTable {
 
     /// Keys with a TTL.
     pub fn expires_len(&self) -> usize {
-        self.expires_len
+        self.expires_len.load(Ordering::Relaxed)
     }
 
     /// Buckets allocated, key tables and TTL tables together (tests of the shrinking).
@@ -584,7 +615,7 @@ impl KeyTable {
         // lock cannot be held meanwhile, and no snapshot holds the segment (its count was 1 and
         // cannot rise under the shared lock). So this `&mut` is the only reference to the map
         // while it lives.
-        let map = unsafe { &mut *seg.map.0.get() };
+        let map = unsafe { seg.map.shared_mut() };
         before_insert(map);
         let hasher = &self.hasher;
         map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
@@ -612,7 +643,7 @@ impl KeyTable {
         fence(Ordering::Acquire);
         // SAFETY: as in `insert_shared`: the stripe held for writing makes this the only
         // reference to the map while it lives.
-        let map = unsafe { &mut *seg.map.0.get() };
+        let map = unsafe { seg.map.shared_mut() };
         map.find_entry(h, |e| e.key() == key)
             .ok()
             .map(|o| o.remove().0)
@@ -656,7 +687,7 @@ impl KeyTable {
 
     #[inline]
     pub fn expiry(&self, h: u64, key: &[u8]) -> Option<u64> {
-        if self.expires_len == 0 {
+        if self.expires_len() == 0 {
             return None;
         }
         self.segs[self.seg_of(h)].expiry(h, key)
@@ -672,7 +703,7 @@ impl KeyTable {
             None => {
                 seg.expires
                     .insert_unique(h, (key, when), |(k, _)| hasher.hash_one(&k[..]));
-                self.expires_len += 1;
+                *self.expires_len.get_mut() += 1;
                 None
             }
         }
@@ -680,7 +711,7 @@ impl KeyTable {
 
     /// Removes the TTL of `key`; returns it.
     pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<u64> {
-        if self.expires_len == 0 {
+        if self.expires_len() == 0 {
             return None;
         }
         let i = self.seg_of(h);
@@ -690,12 +721,63 @@ impl KeyTable {
             .find_entry(h, |(k, _)| k[..] == *key)
         {
             Ok(occupied) => {
-                self.expires_len -= 1;
+                *self.expires_len.get_mut() -= 1;
                 self.removed += 1;
                 Some(occupied.remove().0 .1)
             }
             Err(_) => None,
         }
+    }
+
+    /// Sets the TTL of `key` (hash `h`, a key in the table) under the shared keyspace lock:
+    /// answers the key as the TTL table stores it (for the caller's record of the change) and
+    /// the old TTL, if it had one. Counted at once, not per batch: a reader that sees the count
+    /// at zero looks no further ([`KeyTable::expiry`]).
+    ///
+    /// # Safety
+    /// The caller holds the keyspace lock shared and the stripe of `h` for writing, checked
+    /// [`KeyTable::can_remove_shared`] under these locks, and the key is in the table.
+    pub unsafe fn set_expiry_shared(&self, h: u64, key: &[u8], when: u64) -> (Bytes, Option<u64>) {
+        let seg = &self.segs[self.seg_of(h)];
+        debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
+        debug_assert!(seg.map.find(h, |e| e.key() == key).is_some());
+        fence(Ordering::Acquire);
+        // SAFETY: the caller's contract is `shared_mut`'s: the stripe held for writing guards
+        // every key of the segment (level 8 and up), and no snapshot holds it.
+        let expires = unsafe { seg.expires.shared_mut() };
+        if let Some(e) = expires.find_mut(h, |(k, _)| k[..] == *key) {
+            let old = std::mem::replace(&mut e.1, when);
+            return (e.0.clone(), Some(old));
+        }
+        let stored = Bytes::copy_from_slice(key);
+        let hasher = &self.hasher;
+        expires.insert_unique(h, (stored.clone(), when), |(k, _)| hasher.hash_one(&k[..]));
+        self.expires_len.fetch_add(1, Ordering::Relaxed);
+        (stored, None)
+    }
+
+    /// Removes the TTL of `key` (hash `h`) under the shared keyspace lock: the key as the TTL
+    /// table stored it and the TTL, if it had one. Counted at once, as
+    /// [`KeyTable::set_expiry_shared`].
+    ///
+    /// # Safety
+    /// As [`KeyTable::set_expiry_shared`] (the key need not be in the table).
+    pub unsafe fn remove_expiry_shared(&self, h: u64, key: &[u8]) -> Option<(Bytes, u64)> {
+        let seg = &self.segs[self.seg_of(h)];
+        debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
+        if seg.expires.is_empty() {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: as in `set_expiry_shared`.
+        let expires = unsafe { seg.expires.shared_mut() };
+        let removed = expires
+            .find_entry(h, |(k, _)| k[..] == *key)
+            .ok()
+            .map(|o| o.remove().0)?;
+        self.expires_len.fetch_sub(1, Ordering::Relaxed);
+        self.removed_shared.fetch_add(1, Ordering::Relaxed);
+        Some(removed)
     }
 
     /// Every TTL (unix ms).
@@ -761,8 +843,8 @@ impl KeyTable {
         let hasher = &self.hasher;
         let old = unshare(&mut self.segs[from]);
         let mut new = Segment {
-            map: SegMap::with_capacity(old.map.len() / 2),
-            expires: HashTable::with_capacity(old.expires.len() / 2),
+            map: SegCell::new(HashTable::with_capacity(old.map.len() / 2)),
+            expires: SegCell::new(HashTable::with_capacity(old.expires.len() / 2)),
         };
         prefetch_entries(&old.map);
         let tested = Cell::new(0u64);
@@ -813,11 +895,11 @@ impl KeyTable {
         let moved = last.map.len() + last.expires.len();
         let hasher = self.hasher.clone();
         let seg = self.seg_mut(into);
-        for e in last.map.0.into_inner() {
+        for e in last.map.into_inner() {
             let h = hasher.hash_one(e.key());
             seg.map.insert_unique(h, e, |e| hasher.hash_one(e.key()));
         }
-        for e in last.expires {
+        for e in last.expires.into_inner() {
             let h = hasher.hash_one(&e.0[..]);
             seg.expires
                 .insert_unique(h, e, |(k, _)| hasher.hash_one(&k[..]));
@@ -883,8 +965,8 @@ fn shrink_segment(s: &mut Segment, hasher: &ahash::RandomState) {
         s.map.shrink_to(len, |e| hasher.hash_one(e.key()));
     }
     if s.expires.capacity() > MIN && s.expires.len() * 10 < s.expires.capacity() {
-        s.expires
-            .shrink_to(s.expires.len(), |(k, _)| hasher.hash_one(&k[..]));
+        let len = s.expires.len();
+        s.expires.shrink_to(len, |(k, _)| hasher.hash_one(&k[..]));
     }
 }
 
