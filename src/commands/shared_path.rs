@@ -53,18 +53,17 @@
 //!
 //! # TTLs under the shared lock
 //! A key's TTL lives in two places: its segment's TTL table, which the stripe guards as it
-//! guards the segment's keys, and the database's expiry queue (one ordered set, which active
-//! expiry pops). SET with an expiry (EX, PX, EXAT, PXAT; SETEX, PSETEX), SET without KEEPTTL
-//! over a key that had one, and DEL of such a key change the segment's table at once
-//! (`KeyTable::set_expiry_shared`, counted in an atomic that readers trust when it is zero), and
-//! append the queue's change to a log sharded by stripe (`store::db::TtlLog`); whoever next uses
-//! the queue holds the exclusive lock and applies the log first (`Db::queue`), so active expiry
-//! sees exactly the table's TTLs. A key's changes enter its shard in order (its stripe is held),
-//! and changes to different keys commute. Where keys can be added (the conditions above) TTLs
-//! can change; elsewhere a TTL change defers. An expiry already past (the key would be born
-//! due) and a key that is due defer too: reclaiming one is the exclusive path's, which
-//! propagates it. A SET with a relative expiry enters the write stream as the exclusive path
-//! writes it, `SET key value PXAT ms` (and with GET left out), through
+//! guards the segment's keys, and the database's expiry queue, which is one ordered set per
+//! stripe (`store::db::ExpiryQueues`): so the stripe held for writing guards both, and cores
+//! changing TTLs under different stripes share nothing. SET with an expiry (EX, PX, EXAT, PXAT;
+//! SETEX, PSETEX), SET without KEEPTTL over a key that had one, and DEL of such a key change both
+//! at once (`KeyTable::set_expiry_shared`, counted in an atomic that readers trust when it is
+//! zero; the stripe's set behind a mutex that nobody else can want while the stripe is held).
+//! Active expiry, on the exclusive path, walks the sets from a cursor. Where keys can be added
+//! (the conditions above) TTLs can change; elsewhere a TTL change defers. An expiry already
+//! past (the key would be born due) and a key that is due defer too: reclaiming one is the
+//! exclusive path's, which propagates it. A SET with a relative expiry enters the write stream
+//! as the exclusive path writes it, `SET key value PXAT ms` (and with GET left out), through
 //! `SharedDb::propagate_as`.
 //!
 //! # When a command may take the shared path
