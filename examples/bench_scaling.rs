@@ -94,6 +94,15 @@ const TESTS: &[(&str, Gen)] = &[
             "1000".into(),
         ]
     }),
+    // A TTL set again and again on keys that exist (under the shared lock: PEXPIREAT in the
+    // stream, the key's stripe's expiry set).
+    ("EXPIRE", |t, i| {
+        vec![
+            "EXPIRE".into(),
+            format!("key:{t}:{}", i % 100_000),
+            (1000 + i % 1000).to_string(),
+        ]
+    }),
     // A key with a TTL that comes and goes: SETEX of a new key, then its DEL.
     ("DEL-EX-new", |t, i| {
         let key = format!("tmpex:{t}:{}", i / 2);
@@ -257,7 +266,11 @@ fn main() {
                 // GET reads keys that exist, SET overwrites them, the `-new` rows add keys to a
                 // table that holds some (keys are added under the shared lock from 32k keys on,
                 // `store::keytable::KeyTable::can_insert_shared`).
-                if *name == "GET" || name.starts_with("SET") || name.ends_with("-new") {
+                if *name == "GET"
+                    || *name == "EXPIRE"
+                    || name.starts_with("SET")
+                    || name.ends_with("-new")
+                {
                     for i in 0..100_000 {
                         run_one(shared, words(&["SET", &format!("key:{t}:{i}"), "xxx"]));
                     }

@@ -25,12 +25,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::strings::{cstr, invalid_expire, is_opt};
 use super::CmdResult;
 use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::events;
+use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::db::{ReadView, SharedDb};
@@ -50,15 +52,15 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("renamenx", 3, WRITE | FAST, 1, 2, 1, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", renamenx),
     cmd("copy", -3, WRITE | DENYOOM, 1, 2, 1, "generic", "6.2.0", "Copies the value of a key to a new key.", copy),
     cmd("move", 3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database.", move_cmd),
-    cmd("expire", -3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", expire),
-    cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", pexpire),
-    cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expireat),
-    cmd("pexpireat", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", pexpireat),
-    cmd("ttl", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key.", ttl),
-    cmd("pttl", 2, READONLY | FAST, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", pttl),
-    cmd("expiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", expiretime),
-    cmd("pexpiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", pexpiretime),
-    cmd("persist", 2, WRITE | FAST, 1, 1, 1, "generic", "2.2.0", "Removes the expiration time of a key.", persist),
+    cmd("expire", -3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", expire).shared_write(expire_shared),
+    cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", pexpire).shared_write(pexpire_shared),
+    cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expireat).shared_write(expireat_shared),
+    cmd("pexpireat", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", pexpireat).shared_write(pexpireat_shared),
+    cmd("ttl", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key.", ttl).shared_read(ttl_shared),
+    cmd("pttl", 2, READONLY | FAST, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", pttl).shared_read(pttl_shared),
+    cmd("expiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", expiretime).shared_read(expiretime_shared),
+    cmd("pexpiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", pexpiretime).shared_read(pexpiretime_shared),
+    cmd("persist", 2, WRITE | FAST, 1, 1, 1, "generic", "2.2.0", "Removes the expiration time of a key.", persist).shared_write(persist_shared),
     CommandSpec {
         name: "object",
         arity: -2,
@@ -417,6 +419,37 @@ pub fn parse_expire_flags(opts: &[Bytes]) -> Result<ExpireFlags, CmdError> {
     Ok(f)
 }
 
+/// The absolute expiry (unix ms) an EXPIRE-family command asks for, at `now`: `relative`, the
+/// time counts from now (EXPIRE, PEXPIRE); `seconds`, it is in seconds (EXPIRE, EXPIREAT).
+fn expire_when(
+    arg: &[u8],
+    now: i64,
+    relative: bool,
+    seconds: bool,
+    name: &str,
+) -> Result<i64, CmdError> {
+    let mut when = parse_i64(arg).ok_or(CmdError::Static(error::NOT_INTEGER))?;
+    if seconds {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
+            return Err(invalid_expire(name));
+        }
+        when *= 1000;
+    }
+    let base = if relative { now } else { 0 };
+    if when > i64::MAX - base {
+        return Err(invalid_expire(name));
+    }
+    Ok(when + base)
+}
+
+/// Whether NX / XX / GT / LT refuse to replace the TTL `current` (-1: none) by `when`.
+fn expire_refused(flags: ExpireFlags, current: i64, when: i64) -> bool {
+    (flags.nx && current != -1)
+        || (flags.xx && current == -1)
+        || (flags.gt && (when <= current || current == -1))
+        || (flags.lt && current != -1 && when >= current)
+}
+
 /// Redis's `expireGenericCommand`. `relative`: the time counts from now (EXPIRE, PEXPIRE).
 fn expire_generic(
     ctx: &mut Ctx,
@@ -426,30 +459,15 @@ fn expire_generic(
     name: &str,
 ) -> CmdResult {
     let flags = parse_expire_flags(&argv[3..])?;
-    let mut when = parse_i64(&argv[2]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
-    if seconds {
-        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
-            return Err(invalid_expire(name));
-        }
-        when *= 1000;
-    }
     let now = ctx.now_ms as i64;
-    let base = if relative { now } else { 0 };
-    if when > i64::MAX - base {
-        return Err(invalid_expire(name));
-    }
-    when += base;
+    let when = expire_when(&argv[2], now, relative, seconds, name)?;
     let key = &argv[1];
     let db = ctx.db();
     if db.lookup_quiet(key).is_none() {
         return Ok(Reply::Int(0));
     }
     let current = db.expire_at(key).map_or(-1, |w| w as i64);
-    let refused = (flags.nx && current != -1)
-        || (flags.xx && current == -1)
-        || (flags.gt && (when <= current || current == -1))
-        || (flags.lt && current != -1 && when >= current);
-    if refused {
+    if expire_refused(flags, current, when) {
         return Ok(Reply::Int(0));
     }
     if when <= now {
@@ -469,6 +487,59 @@ fn expire_generic(
         }
     }
     Ok(Reply::Int(1))
+}
+
+/// [`expire_generic`] under the shared lock (`commands::shared_path`): a TTL set on a live key
+/// where its segment allows (`SharedDb::can_change_ttl`), propagated as the exclusive path
+/// writes it (`PEXPIREAT key ms [flags]`). A time already past (EXPIRE then deletes the key,
+/// propagated as `DEL`) defers, as does a key that is due.
+fn expire_shared_generic(
+    db: &mut SharedDb,
+    argv: &[Bytes],
+    relative: bool,
+    seconds: bool,
+    name: &str,
+) -> CmdResult {
+    let flags = parse_expire_flags(&argv[3..])?;
+    let now = db.now_ms() as i64;
+    let when = expire_when(&argv[2], now, relative, seconds, name)?;
+    let key = &argv[1];
+    if db.read(key).is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let current = db.expiry(key).map_or(-1, |w| w as i64);
+    if expire_refused(flags, current, when) {
+        return Ok(Reply::Int(0));
+    }
+    if when <= now || !db.can_change_ttl(key) {
+        return super::shared_path::defer(db);
+    }
+    db.set_ttl(key, when as u64);
+    db.wrote();
+    if db.propagating() && name != "pexpireat" {
+        let when = Decimal::of_i64(when);
+        let mut rewritten: SmallVec<[&[u8]; 8]> =
+            SmallVec::from_slice(&[&b"PEXPIREAT"[..], key, when.as_bytes()]);
+        rewritten.extend(argv[3..].iter().map(|a| &a[..]));
+        db.propagate_as(|out| crate::engine::propagate::encode_command(out, &rewritten));
+    }
+    Ok(Reply::Int(1))
+}
+
+fn expire_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    expire_shared_generic(db, argv, true, true, "expire")
+}
+
+fn pexpire_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    expire_shared_generic(db, argv, true, false, "pexpire")
+}
+
+fn expireat_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    expire_shared_generic(db, argv, false, true, "expireat")
+}
+
+fn pexpireat_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    expire_shared_generic(db, argv, false, false, "pexpireat")
 }
 
 /// `EXPIRE key seconds [NX|XX|GT|LT]` → 1 if the timeout was set (or the key deleted), else 0.
@@ -492,14 +563,14 @@ fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// Redis's `ttlGenericCommand`: -2 for a missing key, -1 without a TTL, else the remaining time
-/// (`absolute`: the expiry instant) in ms or rounded seconds.
-fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
-    let now = ctx.now_ms as i64;
-    let db = ctx.db();
-    if db.lookup(key).is_none() {
+/// (`absolute`: the expiry instant) in ms or rounded seconds. On both paths
+/// (`commands::shared_path`).
+fn ttl_generic(db: &mut impl ReadView, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
+    let now = db.clock() as i64;
+    if db.read(key).is_none() {
         return Ok(Reply::Int(-2));
     }
-    let Some(when) = db.expire_at(key) else {
+    let Some(when) = db.expiry(key) else {
         return Ok(Reply::Int(-1));
     };
     let when = when as i64;
@@ -514,22 +585,38 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], ms: bool, absolute: bool) -> CmdResult
 
 /// `TTL key` → seconds left, -1 without TTL, -2 if missing.
 fn ttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &argv[1], false, false)
+    ttl_generic(ctx.db(), &argv[1], false, false)
+}
+
+fn ttl_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(db, &argv[1], false, false)
 }
 
 /// `PTTL key` → milliseconds left.
 fn pttl(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &argv[1], true, false)
+    ttl_generic(ctx.db(), &argv[1], true, false)
+}
+
+fn pttl_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(db, &argv[1], true, false)
 }
 
 /// `EXPIRETIME key` → the expiry as a unix time in seconds.
 fn expiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &argv[1], false, true)
+    ttl_generic(ctx.db(), &argv[1], false, true)
+}
+
+fn expiretime_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(db, &argv[1], false, true)
 }
 
 /// `PEXPIRETIME key` → the expiry as a unix time in milliseconds.
 fn pexpiretime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    ttl_generic(ctx, &argv[1], true, true)
+    ttl_generic(ctx.db(), &argv[1], true, true)
+}
+
+fn pexpiretime_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    ttl_generic(db, &argv[1], true, true)
 }
 
 /// `PERSIST key` → 1 if a TTL was removed, else 0.
@@ -540,6 +627,21 @@ fn persist(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         db.notify(events::GENERIC, "persist", &argv[1]);
     }
     Ok(Reply::Int(done as i64))
+}
+
+/// PERSIST under the shared lock: the TTL of a live key cleared where its segment allows
+/// (`SharedDb::can_change_ttl`), propagated verbatim as on the exclusive path.
+fn persist_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[1];
+    if db.read(key).is_none() || db.expiry(key).is_none() {
+        return Ok(Reply::Int(0));
+    }
+    if !db.can_change_ttl(key) {
+        return super::shared_path::defer(db);
+    }
+    db.clear_ttl(key);
+    db.wrote();
+    Ok(Reply::Int(1))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -667,6 +667,10 @@ mod tests {
             &["PFCOUNT", "hll"],
             &["PFCOUNT", "hll", "missing"],
             &["PFCOUNT", "missing"],
+            &["TTL", "s"],
+            &["PTTL", "missing"],
+            &["EXPIRETIME", "bf"],
+            &["PEXPIRETIME", "missing"],
         ];
         for words in cases {
             let (got, stayed_shared) = run(&shared, &mut c, words, now);
@@ -865,6 +869,12 @@ mod tests {
             (&["SET", "s", "v3", "GET"], "s"),
             (&["SET", "s", "v4", "XX", "GET", "get"], "s"),
             (&["SET", "ttl-kept", "7", "KEEPTTL"], "ttl-kept"),
+            // TTL commands that change nothing; reads of a TTL.
+            (&["PERSIST", "s"], "s"),
+            (&["EXPIRE", "s", "10", "XX"], "s"),
+            (&["PEXPIRE", "ttl-kept", "10", "NX"], "ttl-kept"),
+            (&["PTTL", "ttl-kept"], "ttl-kept"),
+            (&["EXPIRETIME", "ttl-kept"], "ttl-kept"),
         ];
         run(
             &on_shared,
@@ -899,8 +909,9 @@ mod tests {
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter().chain(filter_cases), now);
-        // Every case but the PFADD that changed no register and the refused SET NX is a write.
-        let n = (cases.len() + filter_cases.len()) as u64 - 2;
+        // Every case but the PFADD that changed no register, the refused SET NX and the five
+        // TTL commands is a write.
+        let n = (cases.len() + filter_cases.len()) as u64 - 7;
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         assert_eq!(
             dirty(&on_shared) - before.0,
@@ -964,6 +975,8 @@ mod tests {
             &["SET", "s", "v", "EX", "100"],
             &["SETEX", "s", "100", "v"],
             &["SET", "ttl", "v"],
+            &["EXPIRE", "s", "100"],
+            &["PERSIST", "ttl"],
             &["SET", "s", "v", "EX", "0"],
             &["SET", "s", "v", "NX", "XX"],
             &["SET", "bf", "v", "GET"],
@@ -1289,6 +1302,17 @@ mod tests {
             // Deleting keys with a TTL, one beside one without.
             (&["DEL", "new-psx"], "new-psx"),
             (&["UNLINK", "new-sx", "new-exat"], "new-sx"),
+            // The EXPIRE family (propagated as PEXPIREAT, flags kept), PERSIST, and reads.
+            (&["EXPIRE", "new-long", "100"], "new-long"),
+            (&["PEXPIRE", "new-long", "200000", "GT"], "new-long"),
+            (&["EXPIRE", "new-long", "50", "gt"], "new-long"),
+            (&["EXPIREAT", "new-d", &exat, "NX"], "new-d"),
+            (&["PEXPIREAT", "new-d", &pxat, "XX", "LT"], "new-d"),
+            (&["TTL", "new-d"], "new-d"),
+            (&["PEXPIRETIME", "new-d"], "new-d"),
+            (&["PERSIST", "new-d"], "new-d"),
+            (&["PERSIST", "new-d"], "new-d"),
+            (&["EXPIRE", "never", "100"], "never"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1297,8 +1321,9 @@ mod tests {
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter(), now);
         // A write a case, one more for each filter created (the key added), one more for each
-        // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not).
-        let n = cases.len() as u64 + 3 + 1 + 1 - 2;
+        // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not),
+        // the refused EXPIRE GT, the two reads, the second PERSIST and the EXPIRE of no key.
+        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1341,6 +1366,14 @@ mod tests {
             text.contains("*4 $3 SET $6 new-px $2 v2 $7 KEEPTTL "),
             "GET left out: {text}"
         );
+        assert!(
+            text.contains(&format!(
+                "*3 $9 PEXPIREAT $8 new-long $13 {} *4 $9 PEXPIREAT $8 new-long $13 {} $2 GT ",
+                now + 100_000,
+                now + 200_000
+            )),
+            "EXPIRE as PEXPIREAT: {text}"
+        );
         // The expiry queue took every TTL change made under the shared lock: later, active
         // expiry reclaims exactly the keys whose TTL is still there, on both engines alike.
         let later = now + 1_000_000_000;
@@ -1348,8 +1381,8 @@ mod tests {
             let mut e = s.engine();
             let db = e.store.db(0, later);
             assert_eq!(db.queue_len(), db.expires_count(), "queue and table agree");
-            // new-ex, new-px, new-pxat, new-nx and the setup's `ttl`.
-            assert_eq!(db.active_expire(1000), 5);
+            // new-ex, new-px, new-pxat, new-nx, new-long and the setup's `ttl`.
+            assert_eq!(db.active_expire(1000), 6);
             assert_eq!(db.queue_len(), 0);
         }
         for key in [

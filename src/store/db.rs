@@ -72,6 +72,12 @@ pub trait ReadView {
     /// The live value of `key`.
     fn read(&mut self, key: &[u8]) -> Option<&Value>;
 
+    /// The TTL (unix ms) of `key`, which [`ReadView::read`] has just found live.
+    fn expiry(&mut self, key: &[u8]) -> Option<u64>;
+
+    /// The command's clock (unix ms), against which TTLs are read.
+    fn clock(&self) -> u64;
+
     /// Whether the batch prefetched the filter probes of the argument `item` (by its address:
     /// [`SharedDb`]'s `prefetched`), so the command may skip its own prefetch. A hint: a wrong
     /// answer costs time, never a different reply.
@@ -83,6 +89,14 @@ pub trait ReadView {
 impl ReadView for Db {
     fn read(&mut self, key: &[u8]) -> Option<&Value> {
         self.lookup(key)
+    }
+
+    fn expiry(&mut self, key: &[u8]) -> Option<u64> {
+        self.expire_at(key)
+    }
+
+    fn clock(&self) -> u64 {
+        self.now_ms
     }
 }
 
@@ -655,6 +669,19 @@ impl ReadView for SharedDb<'_> {
             return None;
         }
         self.db.table.find(h, key).map(Entry::value)
+    }
+
+    fn expiry(&mut self, key: &[u8]) -> Option<u64> {
+        let h = self.hash(key);
+        if !self.holds(stripe_of(h), false) {
+            self.deferred = true;
+            return None;
+        }
+        self.db.table.expiry(h, key)
+    }
+
+    fn clock(&self) -> u64 {
+        self.now_ms
     }
 
     fn batch_prefetched(&self, item: &[u8]) -> bool {
@@ -1849,7 +1876,9 @@ mod tests {
         assert_eq!(db.len(), 5_000);
         assert_eq!(db.expires_count(), 5_000);
         assert_eq!(db.queue_len(), 5_000);
-        assert!(db.keys().all(|k| k[1..].iter().last().is_some_and(|d| d % 2 == 1)));
+        assert!(db
+            .keys()
+            .all(|k| k[1..].iter().last().is_some_and(|d| d % 2 == 1)));
     }
 
     /// The one-probe write lookup of BF.ADD/BF.MADD: a hit counts as a change and bumps WATCH
