@@ -564,6 +564,10 @@ fn try_shared(
         );
     }
     drop(view);
+    // A rewritten command holds its value (SET ... PXAT): a large one's buffer is not kept.
+    if client.rewrite_scratch.capacity() > 1 << 16 {
+        client.rewrite_scratch = Vec::new();
+    }
     let ended = mono_ns();
     if client.cmd_clock.is_some() {
         client.cmd_clock = Some(ended);

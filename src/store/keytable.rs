@@ -629,9 +629,8 @@ impl KeyTable {
         self.level >= STRIPE_LEVEL && Arc::strong_count(&self.segs[self.seg_of(h)]) == 1
     }
 
-    /// Removes the entry of `key` (hash `h`) under the shared keyspace lock; its TTL is the
-    /// caller's to have checked (a key with one is removed on the exclusive path, which keeps the
-    /// expiry queue).
+    /// Removes the entry of `key` (hash `h`) under the shared keyspace lock; not its TTL, which
+    /// the caller removes ([`KeyTable::remove_expiry_shared`]) with its expiry queue entry.
     ///
     /// # Safety
     /// As [`KeyTable::insert_shared`], with [`KeyTable::can_remove_shared`] checked and the
