@@ -10,8 +10,9 @@
 //!   `PFADD` (a dense HLL), on a key that exists;
 //! - and on a multi-thread runtime, new keys, deletions and TTLs: `SET` (every option),
 //!   `SETEX`, `PSETEX`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a
-//!   key that does not exist, `DEL` and `UNLINK`, and SET's TTL changes (below, "Keys added
-//!   under the shared lock" and "TTLs under the shared lock").
+//!   key that does not exist, `DEL`, `UNLINK` and `GETDEL`, and the TTL changes of SET, the
+//!   EXPIRE family, `PERSIST` and `GETEX` (below, "Keys added under the shared lock" and "TTLs
+//!   under the shared lock"); `TTL`, `PTTL`, `EXPIRETIME` and `PEXPIRETIME` read there.
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
@@ -879,6 +880,10 @@ mod tests {
             (&["PEXPIRE", "ttl-kept", "10", "NX"], "ttl-kept"),
             (&["PTTL", "ttl-kept"], "ttl-kept"),
             (&["EXPIRETIME", "ttl-kept"], "ttl-kept"),
+            // GETEX that changes no TTL; GETDEL of a missing key.
+            (&["GETEX", "s"], "s"),
+            (&["GETEX", "s", "PERSIST"], "s"),
+            (&["GETDEL", "missing"], "missing"),
         ];
         run(
             &on_shared,
@@ -913,9 +918,9 @@ mod tests {
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter().chain(filter_cases), now);
-        // Every case but the PFADD that changed no register, the refused SET NX and the five
-        // TTL commands is a write.
-        let n = (cases.len() + filter_cases.len()) as u64 - 7;
+        // Every case but the PFADD that changed no register, the refused SET NX, the five TTL
+        // commands and the three GETEX/GETDEL is a write.
+        let n = (cases.len() + filter_cases.len()) as u64 - 10;
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         assert_eq!(
             dirty(&on_shared) - before.0,
@@ -981,6 +986,10 @@ mod tests {
             &["SET", "ttl", "v"],
             &["EXPIRE", "s", "100"],
             &["PERSIST", "ttl"],
+            &["GETEX", "ttl", "PERSIST"],
+            &["GETEX", "s", "EX", "100"],
+            &["GETDEL", "s"],
+            &["GETDEL", "bf"],
             &["SET", "s", "v", "EX", "0"],
             &["SET", "s", "v", "NX", "XX"],
             &["SET", "bf", "v", "GET"],
@@ -1317,6 +1326,13 @@ mod tests {
             (&["PERSIST", "new-d"], "new-d"),
             (&["PERSIST", "new-d"], "new-d"),
             (&["EXPIRE", "never", "100"], "never"),
+            // GETEX (as PEXPIREAT, PERSIST), GETDEL (as DEL) of a key with a TTL.
+            (&["GETEX", "new-d", "PX", "100000"], "new-d"),
+            (&["GETEX", "new-d", "PERSIST"], "new-d"),
+            (&["GETEX", "new-d", "PERSIST"], "new-d"),
+            (&["GETEX", "new-d", "EXAT", &exat], "new-d"),
+            (&["GETDEL", "new-d"], "new-d"),
+            (&["GETDEL", "never"], "never"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1326,8 +1342,9 @@ mod tests {
         same_on_both_paths(both, cases.iter(), now);
         // A write a case, one more for each filter created (the key added), one more for each
         // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not),
-        // the refused EXPIRE GT, the two reads, the second PERSIST and the EXPIRE of no key.
-        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5;
+        // the refused EXPIRE GT, the two reads, the second PERSIST, the EXPIRE of no key, the
+        // second GETEX PERSIST and the GETDEL of no key.
+        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5 - 2;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1377,6 +1394,13 @@ mod tests {
                 now + 200_000
             )),
             "EXPIRE as PEXPIREAT: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "*3 $9 PEXPIREAT $5 new-d $13 {} *2 $7 PERSIST $5 new-d *3 $9 PEXPIREAT $5 new-d ",
+                now + 100_000
+            )) && text.contains("*2 $3 DEL $5 new-d "),
+            "GETEX as PEXPIREAT and PERSIST, GETDEL as DEL: {text}"
         );
         // The expiry queue took every TTL change made under the shared lock: later, active
         // expiry reclaims exactly the keys whose TTL is still there, on both engines alike.

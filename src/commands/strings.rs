@@ -39,8 +39,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("setex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex).shared_write(setex_shared),
     cmd("psetex", 4, WRITE | DENYOOM, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex).shared_write(psetex_shared),
     cmd("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
-    cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
-    cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
+    cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel).shared_write(getdel_shared),
+    cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex).shared_write(getex_shared),
     cmd("mget", -2, READONLY | FAST, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys.", mget).shared_read(mget_shared),
     cmd("mset", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
     cmd("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
@@ -545,6 +545,66 @@ fn getex(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     };
     ctx.propagate_as(vec![Bytes::from_static(rewritten), key.clone()]);
     Ok(Reply::Bulk(value))
+}
+
+/// GETEX under the shared lock (`shared_path`): the value, its TTL set (propagated as
+/// `PEXPIREAT key ms`) or cleared (`PERSIST key`) where the key's segment allows
+/// (`SharedDb::can_change_ttl`). An absolute time already past (GETEX then deletes the key,
+/// propagated as `DEL`) defers.
+fn getex_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let opts = parse_string_opts(argv, 2, false)?;
+    let now = db.now_ms();
+    let key = &argv[1];
+    let value = match as_string(db.read(key))? {
+        None => return Ok(Reply::Null),
+        Some(s) => s.to_bytes(),
+    };
+    match opts.expire {
+        Some((kind, arg)) => {
+            let when = expire_ms(kind, arg, now, "getex")?;
+            if when <= now || !db.can_change_ttl(key) {
+                return super::shared_path::defer(db);
+            }
+            db.set_ttl(key, when);
+            db.wrote();
+            if db.propagating() {
+                let when = Decimal::of_u64(when);
+                db.propagate_as(|out| {
+                    crate::engine::propagate::encode_command(
+                        out,
+                        &[&b"PEXPIREAT"[..], key, when.as_bytes()],
+                    )
+                });
+            }
+        }
+        None if opts.persist && db.expiry(key).is_some() => {
+            if !db.can_change_ttl(key) {
+                return super::shared_path::defer(db);
+            }
+            db.clear_ttl(key);
+            db.wrote();
+            db.propagate_as(|out| {
+                crate::engine::propagate::encode_command(out, &[&b"PERSIST"[..], key])
+            });
+        }
+        None => {}
+    }
+    Ok(Reply::Bulk(value))
+}
+
+/// GETDEL under the shared lock: the value, and the key deleted as DEL deletes it
+/// (`SharedDb::delete_keys`), propagated as `DEL key`.
+fn getdel_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    let key = &argv[1];
+    let reply = get_reply(db, key)?;
+    if matches!(reply, Reply::Null) {
+        return Ok(reply);
+    }
+    if db.delete_keys(std::slice::from_ref(key)).is_none() {
+        return Ok(Reply::Null);
+    }
+    db.propagate_as(|out| crate::engine::propagate::encode_command(out, &[&b"DEL"[..], key]));
+    Ok(reply)
 }
 
 /// `MGET key [key ...]` → one bulk per key; null for a missing key or one of another type.

@@ -142,8 +142,8 @@
 //! (`store::db::ExpiryQueues`; active expiry walks the 256 from a cursor). So where keys can be
 //! added, a write holding the stripe may set or clear a TTL too: SET with every option
 //! (EX/PX/EXAT/PXAT, KEEPTTL, NX/XX, GET), SETEX, PSETEX, SET over a key that had a TTL, DEL of
-//! such a key, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT and PERSIST; TTL, PTTL, EXPIRETIME and
-//! PEXPIRETIME read under the shared lock. A relative expiry enters the stream as the exclusive
+//! such a key, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, PERSIST, GETEX and GETDEL; TTL, PTTL,
+//! EXPIRETIME and PEXPIRETIME read under the shared lock. A relative expiry enters the stream as the exclusive
 //! path writes it (`SET key value PXAT ms`, `PEXPIREAT key ms`). A first version kept one
 //! ordered set per database and logged the shared path's changes for the exclusive lock to
 //! apply: that moved ~0.3 µs per change into the serial part, all at once when the cron came
