@@ -53,9 +53,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("copy", -3, WRITE | DENYOOM, 1, 2, 1, "generic", "6.2.0", "Copies the value of a key to a new key.", copy),
     cmd("move", 3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database.", move_cmd),
     cmd("expire", -3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", expire).shared_write(expire_shared),
-    cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", pexpire).shared_write(pexpire_shared),
-    cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expireat).shared_write(expireat_shared),
-    cmd("pexpireat", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", pexpireat).shared_write(pexpireat_shared),
+    cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", expire).shared_write(expire_shared),
+    cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expire).shared_write(expire_shared),
+    cmd("pexpireat", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", expire).shared_write(expire_shared),
     cmd("ttl", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key.", ttl).shared_read(ttl_shared),
     cmd("pttl", 2, READONLY | FAST, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", pttl).shared_read(pttl_shared),
     cmd("expiretime", 2, READONLY | FAST, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", expiretime).shared_read(expiretime_shared),
@@ -450,17 +450,21 @@ fn expire_refused(flags: ExpireFlags, current: i64, when: i64) -> bool {
         || (flags.lt && current != -1 && when >= current)
 }
 
-/// Redis's `expireGenericCommand`. `relative`: the time counts from now (EXPIRE, PEXPIRE).
-fn expire_generic(
-    ctx: &mut Ctx,
-    argv: &[Bytes],
-    relative: bool,
-    seconds: bool,
-    name: &str,
-) -> CmdResult {
+/// An EXPIRE-family request at `now`: its flags, the absolute expiry it asks for (unix ms) and
+/// the command's name ([`expire_variant`]), or the error Redis answers.
+fn expire_request(argv: &[Bytes], now: i64) -> Result<(ExpireFlags, i64, &'static str), CmdError> {
+    let (relative, seconds, name) = expire_variant(&argv[0]);
     let flags = parse_expire_flags(&argv[3..])?;
-    let now = ctx.now_ms as i64;
     let when = expire_when(&argv[2], now, relative, seconds, name)?;
+    Ok((flags, when, name))
+}
+
+/// Redis's `expireGenericCommand`: `EXPIRE key seconds [NX|XX|GT|LT]`, `PEXPIRE key
+/// milliseconds [...]`, `EXPIREAT key unix-time-seconds [...]`, `PEXPIREAT key
+/// unix-time-milliseconds [...]` → 1 if the timeout was set (or the key deleted), else 0.
+fn expire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms as i64;
+    let (flags, when, name) = expire_request(argv, now)?;
     let key = &argv[1];
     let db = ctx.db();
     if db.lookup_quiet(key).is_none() {
@@ -489,20 +493,13 @@ fn expire_generic(
     Ok(Reply::Int(1))
 }
 
-/// [`expire_generic`] under the shared lock (`commands::shared_path`): a TTL set on a live key
-/// where its segment allows (`SharedDb::can_change_ttl`), propagated as the exclusive path
-/// writes it (`PEXPIREAT key ms [flags]`). A time already past (EXPIRE then deletes the key,
-/// propagated as `DEL`) defers, as does a key that is due.
-fn expire_shared_generic(
-    db: &mut SharedDb,
-    argv: &[Bytes],
-    relative: bool,
-    seconds: bool,
-    name: &str,
-) -> CmdResult {
-    let flags = parse_expire_flags(&argv[3..])?;
+/// [`expire`] under the shared lock (`commands::shared_path`): a TTL set on a live key where its
+/// segment allows (`SharedDb::can_change_ttl`), propagated as the exclusive path writes it
+/// (`PEXPIREAT key ms [flags]`). A time already past (EXPIRE then deletes the key, propagated as
+/// `DEL`) defers, as does a key that is due.
+fn expire_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     let now = db.now_ms() as i64;
-    let when = expire_when(&argv[2], now, relative, seconds, name)?;
+    let (flags, when, name) = expire_request(argv, now)?;
     let key = &argv[1];
     if db.read(key).is_none() {
         return Ok(Reply::Int(0));
@@ -526,40 +523,19 @@ fn expire_shared_generic(
     Ok(Reply::Int(1))
 }
 
-fn expire_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    expire_shared_generic(db, argv, true, true, "expire")
-}
-
-fn pexpire_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    expire_shared_generic(db, argv, true, false, "pexpire")
-}
-
-fn expireat_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    expire_shared_generic(db, argv, false, true, "expireat")
-}
-
-fn pexpireat_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    expire_shared_generic(db, argv, false, false, "pexpireat")
-}
-
-/// `EXPIRE key seconds [NX|XX|GT|LT]` → 1 if the timeout was set (or the key deleted), else 0.
-fn expire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, true, true, "expire")
-}
-
-/// `PEXPIRE key milliseconds [NX|XX|GT|LT]`.
-fn pexpire(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, true, false, "pexpire")
-}
-
-/// `EXPIREAT key unix-time-seconds [NX|XX|GT|LT]`.
-fn expireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, false, true, "expireat")
-}
-
-/// `PEXPIREAT key unix-time-milliseconds [NX|XX|GT|LT]`.
-fn pexpireat(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, false, false, "pexpireat")
+/// Which of the EXPIRE family `name` (the command's name as sent) is: whether its time counts
+/// from now (EXPIRE, PEXPIRE), whether it is in seconds (EXPIRE, EXPIREAT), and its name for
+/// errors. One handler per path serves the four.
+fn expire_variant(name: &[u8]) -> (bool, bool, &'static str) {
+    if name.eq_ignore_ascii_case(b"expire") {
+        (true, true, "expire")
+    } else if name.eq_ignore_ascii_case(b"pexpire") {
+        (true, false, "pexpire")
+    } else if name.eq_ignore_ascii_case(b"expireat") {
+        (false, true, "expireat")
+    } else {
+        (false, false, "pexpireat")
+    }
 }
 
 /// Redis's `ttlGenericCommand`: -2 for a missing key, -1 without a TTL, else the remaining time
