@@ -266,23 +266,40 @@ fn set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Reply::Null,
     )?;
     if ctx.propagating() {
-        // Redis 7.0 writes a relative (or seconds) expiry as `SET key value PXAT ms`, and
-        // otherwise drops every GET argument.
-        match (opts.expire, when) {
-            (Some((kind, _)), Some(when)) if kind != ExpireKind::PxAt => {
-                ctx.propagate_as(set_pxat(&argv[1], &argv[2], when))
-            }
-            _ if opts.get => ctx.propagate_as(
-                argv.iter()
-                    .enumerate()
-                    .filter(|(i, a)| *i < 3 || !is_opt(a, "get"))
-                    .map(|(_, a)| a.clone())
-                    .collect(),
-            ),
-            _ => {}
+        match set_propagation(&opts, when) {
+            SetPropagation::Pxat(when) => ctx.propagate_as(set_pxat(&argv[1], &argv[2], when)),
+            SetPropagation::WithoutGet => ctx.propagate_as(without_get(argv).cloned().collect()),
+            SetPropagation::Verbatim => {}
         }
     }
     Ok(reply)
+}
+
+/// How a SET that wrote enters the write stream.
+enum SetPropagation {
+    /// `SET key value PXAT ms`.
+    Pxat(u64),
+    /// Its arguments but every GET ([`without_get`]).
+    WithoutGet,
+    Verbatim,
+}
+
+/// Redis 7.0 writes a SET with a relative (or seconds) expiry as `SET key value PXAT ms`, and
+/// otherwise drops every GET argument: the rule both paths follow.
+fn set_propagation(opts: &StringOpts, when: Option<u64>) -> SetPropagation {
+    match (opts.expire, when) {
+        (Some((kind, _)), Some(when)) if kind != ExpireKind::PxAt => SetPropagation::Pxat(when),
+        _ if opts.get => SetPropagation::WithoutGet,
+        _ => SetPropagation::Verbatim,
+    }
+}
+
+/// SET's arguments without its GET options.
+fn without_get(argv: &[Bytes]) -> impl Iterator<Item = &Bytes> {
+    argv.iter()
+        .enumerate()
+        .filter(|(i, a)| *i < 3 || !is_opt(a, "get"))
+        .map(|(_, a)| a)
 }
 
 /// SET under the shared lock (`shared_path`), every option: over a live key (replaced in place
@@ -314,22 +331,15 @@ fn set_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     };
     let reply = set_shared_generic(db, &argv[1], &argv[2], &opts, when)?;
     if db.writes() != 0 && db.propagating() {
-        // As `set`: a relative (or seconds) expiry as `SET key value PXAT ms`, otherwise every
-        // GET argument dropped.
-        match (opts.expire, when) {
-            (Some((kind, _)), Some(when)) if kind != ExpireKind::PxAt => {
+        match set_propagation(&opts, when) {
+            SetPropagation::Pxat(when) => {
                 db.propagate_as(|out| encode_set_pxat(out, &argv[1], &argv[2], when))
             }
-            _ if opts.get => db.propagate_as(|out| {
-                let kept: SmallVec<[&Bytes; 8]> = argv
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, a)| *i < 3 || !is_opt(a, "get"))
-                    .map(|(_, a)| a)
-                    .collect();
+            SetPropagation::WithoutGet => db.propagate_as(|out| {
+                let kept: SmallVec<[&Bytes; 8]> = without_get(argv).collect();
                 crate::engine::propagate::encode_command(out, &kept)
             }),
-            _ => {}
+            SetPropagation::Verbatim => {}
         }
     }
     Ok(reply)

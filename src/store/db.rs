@@ -193,10 +193,9 @@ pub struct SharedDb<'a> {
     /// write stream has consumers (a buffer of the client's, so no allocation per command).
     prelude: Option<&'a mut Vec<u8>>,
     /// Where a write that propagates as another command (SET with a relative expiry, as
-    /// `SET key value PXAT ms`) encodes it ([`SharedDb::propagate_as`]): given while the write
-    /// stream has consumers, as `prelude`; `rewritten` says whether it holds this command's.
+    /// `SET key value PXAT ms`) encodes it ([`SharedDb::propagate_as`]): given, emptied, while
+    /// the write stream has consumers, as `prelude`; non-empty once this command wrote it.
     rewrite: Option<&'a mut Vec<u8>>,
-    rewritten: bool,
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
@@ -324,6 +323,7 @@ impl<'a> SharedDb<'a> {
     /// write stream has consumers.
     pub fn set_stream_buffers(&mut self, prelude: &'a mut Vec<u8>, rewrite: &'a mut Vec<u8>) {
         prelude.clear();
+        rewrite.clear();
         self.prelude = Some(prelude);
         self.rewrite = Some(rewrite);
     }
@@ -340,7 +340,6 @@ impl<'a> SharedDb<'a> {
         if let Some(buffer) = self.rewrite.as_deref_mut() {
             buffer.clear();
             encode(buffer);
-            self.rewritten = true;
         }
     }
 
@@ -348,7 +347,7 @@ impl<'a> SharedDb<'a> {
     pub fn rewritten(&self) -> Option<&[u8]> {
         self.rewrite
             .as_deref()
-            .filter(|_| self.rewritten)
+            .filter(|b| !b.is_empty())
             .map(Vec::as_slice)
     }
 
@@ -370,10 +369,10 @@ impl<'a> SharedDb<'a> {
     pub fn set_ttl(&mut self, key: &[u8], when: u64) {
         let h = self.hash(key);
         assert!(self.can_change_ttl(key), "TTL change not checked");
-        assert!(self.db.table.find(h, key).is_some(), "TTL of a missing key");
         // SAFETY: `can_change_ttl` (asserted just now, under the locks this `SharedDb` holds
         // for `'a`) is `set_expiry_shared`'s contract: the keyspace lock shared, the key's
-        // stripe held for writing, `can_remove_shared`; and the key is in the table.
+        // stripe held for writing, `can_remove_shared`; and the key is in the table, which
+        // this command wrote or added (checked in debug builds by `set_expiry_shared`).
         let (stored, old) = unsafe { self.db.table.set_expiry_shared(h, key, when) };
         self.db.expire_queue.change_shared(
             stripe_of(h),
@@ -999,7 +998,6 @@ impl Db {
             filter_defaults: None,
             prelude: None,
             rewrite: None,
-            rewritten: false,
             first_key: (0, 0, 0),
         }
     }
@@ -1429,9 +1427,8 @@ impl Db {
 
     /// [`Db::clear_expire`] of a key whose hash is `h`.
     fn clear_expire_h(&mut self, h: u64, key: &[u8]) {
-        if let Some(when) = self.table.remove_expiry(h, key) {
-            self.expire_queue
-                .remove(h, when, Bytes::copy_from_slice(key));
+        if let Some((stored, when)) = self.table.remove_expiry(h, key) {
+            self.expire_queue.remove(h, when, stored);
         }
     }
 
@@ -1502,10 +1499,12 @@ impl Db {
         if !self.has(key) {
             return false;
         }
-        let k = Bytes::copy_from_slice(key);
-        self.clear_expire(key);
         let h = self.hash(key);
-        self.table.set_expiry(h, k.clone(), when_ms);
+        let k = Bytes::copy_from_slice(key);
+        // A TTL it had is replaced in the table; its queue entry goes.
+        if let Some(old) = self.table.set_expiry(h, k.clone(), when_ms) {
+            self.expire_queue.remove(h, old, k.clone());
+        }
         self.expire_queue.insert(h, when_ms, k);
         true
     }

@@ -708,8 +708,9 @@ impl KeyTable {
         }
     }
 
-    /// Removes the TTL of `key`; returns it.
-    pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<u64> {
+    /// Removes the TTL of `key`; returns it, with the key as the TTL table stored it (for the
+    /// expiry queue's entry, without copying the key again).
+    pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<(Bytes, u64)> {
         if self.expires_len() == 0 {
             return None;
         }
@@ -722,7 +723,7 @@ impl KeyTable {
             Ok(occupied) => {
                 *self.expires_len.get_mut() -= 1;
                 self.removed += 1;
-                Some(occupied.remove().0 .1)
+                Some(occupied.remove().0)
             }
             Err(_) => None,
         }
