@@ -337,18 +337,12 @@ impl<'a> SharedDb<'a> {
     /// write stream in place of this one, as the exclusive path's `Ctx::propagate_as`. Nothing
     /// while the stream has no consumer ([`SharedDb::propagating`]).
     pub fn propagate_as(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
-        if let Some(buffer) = self.rewrite.as_deref_mut() {
-            buffer.clear();
-            encode(buffer);
-        }
+        encode_into(self.rewrite.as_deref_mut(), encode);
     }
 
     /// [`SharedDb::propagate_as`]'s command, if any.
     pub fn rewritten(&self) -> Option<&[u8]> {
-        self.rewrite
-            .as_deref()
-            .filter(|b| !b.is_empty())
-            .map(Vec::as_slice)
+        encoded(self.rewrite.as_deref())
     }
 
     /// Whether `key`'s TTL may be set or cleared under the shared lock ([`SharedDb::set_ttl`],
@@ -411,18 +405,12 @@ impl<'a> SharedDb<'a> {
     /// propagates a filter it created (its `BF.RESERVE` or `CF.RESERVE`, then the command).
     /// Nothing while the stream has no consumer.
     pub fn propagate_before(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
-        if let Some(buffer) = self.prelude.as_deref_mut() {
-            buffer.clear();
-            encode(buffer);
-        }
+        encode_into(self.prelude.as_deref_mut(), encode);
     }
 
     /// [`SharedDb::propagate_before`]'s command, if any.
     pub fn prelude(&self) -> Option<&[u8]> {
-        self.prelude
-            .as_deref()
-            .filter(|b| !b.is_empty())
-            .map(Vec::as_slice)
+        encoded(self.prelude.as_deref())
     }
 
     /// Keys added, which the caller adds to the database's key count ([`Db::count_shared`])
@@ -557,6 +545,20 @@ impl<'a> SharedDb<'a> {
         let (value, enc) = unsafe { (&mut *value, &mut *enc) };
         Some(SharedSlot::Live(SharedEntry { value, enc, ttl }))
     }
+}
+
+/// Has `encode` write a command into a stream buffer of [`SharedDb`] (`None`: the stream has no
+/// consumer, nothing is encoded).
+fn encode_into(buffer: Option<&mut Vec<u8>>, encode: impl FnOnce(&mut Vec<u8>)) {
+    if let Some(buffer) = buffer {
+        buffer.clear();
+        encode(buffer);
+    }
+}
+
+/// The command a [`SharedDb`] stream buffer holds, if any (it is emptied when given).
+fn encoded(buffer: Option<&Vec<u8>>) -> Option<&[u8]> {
+    buffer.filter(|b| !b.is_empty()).map(Vec::as_slice)
 }
 
 /// The configuration defaults for filters that adds create (`bf-*` for BF.ADD and BF.MADD,
