@@ -119,7 +119,10 @@
 //! INFO commandstats counts shared-path commands in `Engine::shared_stats` (atomics). A run of the
 //! same command in one batch is counted once, when it ends, so many cores running `BF.EXISTS` do not
 //! all hit the same counter per command; `Ctx::command_stats` folds the counts in before INFO
-//! reads them. A batch's writes reach its database's `dirty` the same way, once per batch
+//! reads them. The run is timed once too, from its start to its end ([`StatRun`]): a batch's
+//! commands run back to back, so the sum of its calls' times is the run's, and one clock read per
+//! run instead of one per command is 15 fewer reads in a 16-request batch (a `clock_gettime` costs
+//! ~23 ns on this VM's kvm-clock/TSC, 5–7 % of a pipelined `BF.EXISTS`'s server CPU). A batch's writes reach its database's `dirty` the same way, once per batch
 //! (`Db::shared_dirty`, folded in by `Store::db`).
 //!
 //! Readers cannot starve a writer: std's `RwLock` on Linux makes new readers wait once a writer
@@ -176,11 +179,29 @@ fn lookup(first: &mut Option<FirstLookup>, argv: &[Bytes]) -> Lookup {
     }
 }
 
-/// Consecutive shared-path calls of one command (by table index) and their time.
+/// Consecutive shared-path calls of one command (by table index), and when the first began.
+/// The clock is read when the run ends ([`StatRun::end`]), not after each call: the calls run
+/// back to back, so their times add up to the run's (as the exclusive path chains them through
+/// `ClientState::cmd_clock`). A call that deferred stays in the run's time (it is the same
+/// command, rerun on the exclusive path) but not in its calls.
 pub struct StatRun {
     index: usize,
     calls: u64,
-    nanos: u64,
+    since: u64,
+}
+
+impl StatRun {
+    /// Counts the run into `engine`'s statistics, ending now; the time it ended, for the next
+    /// command's start. A run with no call (its only attempt deferred) reads no clock and ends
+    /// when it began: the exclusive path times that command from there.
+    fn end(self, engine: &Engine) -> u64 {
+        if self.calls == 0 {
+            return self.since;
+        }
+        let ended = mono_ns();
+        engine.shared_stats[self.index].add(self.calls, ended.saturating_sub(self.since));
+        ended
+    }
 }
 
 impl<'a> EngineLock<'a> {
@@ -282,7 +303,17 @@ impl<'a> EngineLock<'a> {
             guard, run, writes, ..
         } = self
         {
-            match try_shared(shared, guard, run, writes, client, argv, now_ms, found) {
+            let attempt = try_shared(shared, guard, run, writes, client, argv, now_ms, found);
+            if !matches!(attempt, Attempt::Answered(_)) {
+                // The exclusive path times its command from `cmd_clock`: from this run's end.
+                if let Some(r) = run.take() {
+                    let ended = r.end(guard);
+                    if client.cmd_clock.is_some() {
+                        client.cmd_clock = Some(ended);
+                    }
+                }
+            }
+            match attempt {
                 Attempt::Answered(reply) => return Some(reply),
                 Attempt::Rerun => {
                     if found.is_some_and(|(_, spec)| spec.has(super::flags::WRITE)) {
@@ -322,7 +353,7 @@ impl Drop for EngineLock<'_> {
         } = self
         {
             if let Some(r) = run.take() {
-                guard.shared_stats[r.index].add(r.calls, r.nanos);
+                r.end(guard);
             }
             add_writes(guard, writes);
         }
@@ -467,8 +498,22 @@ fn try_shared(
     if write && !open_for_writes(shared, engine, db) {
         return Attempt::Rerun;
     }
-    // As `execute`: a batch's command starts when the previous one ended.
-    let started = client.cmd_clock.unwrap_or_else(mono_ns);
+    // A new run starts when the previous one ends (as `execute`: a batch's command starts when
+    // the previous one ended); the clock is read only where one run gives way to another.
+    match run {
+        Some(r) if r.index == index => {}
+        _ => {
+            let since = match run.take() {
+                Some(r) => r.end(engine),
+                None => client.cmd_clock.unwrap_or_else(mono_ns),
+            };
+            *run = Some(StatRun {
+                index,
+                calls: 0,
+                since,
+            });
+        }
+    }
     let mut view = db.shared_view(
         &engine.store.stripes,
         now_ms,
@@ -569,27 +614,9 @@ fn try_shared(
     if client.rewrite_scratch.capacity() > 1 << 16 {
         client.rewrite_scratch = Vec::new();
     }
-    let ended = mono_ns();
-    if client.cmd_clock.is_some() {
-        client.cmd_clock = Some(ended);
-    }
     client.handle.last_cmd.store(index + 1, Ordering::Relaxed);
-    let nanos = ended.saturating_sub(started);
-    match run {
-        Some(r) if r.index == index => {
-            r.calls += 1;
-            r.nanos += nanos;
-        }
-        _ => {
-            if let Some(r) = run.take() {
-                engine.shared_stats[r.index].add(r.calls, r.nanos);
-            }
-            *run = Some(StatRun {
-                index,
-                calls: 1,
-                nanos,
-            });
-        }
+    if let Some(r) = run {
+        r.calls += 1;
     }
     super::log_command(client, argv);
     Attempt::Answered(reply)
@@ -649,6 +676,60 @@ mod tests {
         crate::engine::fold_shared_stats(&mut e.stats, &e.shared_stats);
         let (i, _) = table().get(name.as_bytes()).expect("known command");
         (e.stats[i].calls, e.stats[i].failed)
+    }
+
+    /// A batch's commands are timed once per run of one command, and the runs' times add up to
+    /// no more than the batch took: a run of shared GETs, then a SET of a new key (it defers in
+    /// a small table and reruns on the exclusive path, timed from where the GETs ended), then
+    /// more GETs under the exclusive lock.
+    #[test]
+    fn a_batch_is_timed_once_per_run_and_never_twice() {
+        let (shared, mut c, now) = setup();
+        let nanos = |name: &str| {
+            let mut e = shared.engine();
+            let e = &mut *e;
+            crate::engine::fold_shared_stats(&mut e.stats, &e.shared_stats);
+            let (i, _) = table().get(name.as_bytes()).expect("known command");
+            (e.stats[i].calls, e.stats[i].nanos)
+        };
+        let (get_calls0, get_nanos0) = nanos("GET");
+        let (set_calls0, set_nanos0) = nanos("SET");
+        let get = argv(&["GET", "s"]);
+        let set = argv(&["SET", "new-key", "v"]);
+        c.shared_write_backoff = 0;
+        let began = mono_ns();
+        c.cmd_clock = Some(began);
+        let mut lock = EngineLock::for_batch(&shared, &get, &mut c);
+        for _ in 0..2000 {
+            lock.dispatch(&shared, &mut c, &get, now)
+                .expect("not shut down");
+        }
+        assert!(lock.is_shared());
+        let reply = lock
+            .dispatch(&shared, &mut c, &set, now)
+            .expect("not shut down");
+        assert_eq!(reply, Reply::ok());
+        assert!(
+            !lock.is_shared(),
+            "a new key in a small table is the exclusive path's"
+        );
+        for _ in 0..500 {
+            lock.dispatch(&shared, &mut c, &get, now)
+                .expect("not shut down");
+        }
+        drop(lock);
+        c.cmd_clock = None;
+        let took = mono_ns() - began;
+        let (get_calls, get_nanos) = nanos("GET");
+        let (set_calls, set_nanos) = nanos("SET");
+        assert_eq!(get_calls - get_calls0, 2500);
+        assert_eq!(set_calls - set_calls0, 1);
+        let counted = (get_nanos - get_nanos0) + (set_nanos - set_nanos0);
+        assert!(get_nanos > get_nanos0, "the shared run was timed");
+        assert!(
+            counted <= took,
+            "commands counted {counted} ns of a batch that took {took} ns"
+        );
     }
 
     #[test]
