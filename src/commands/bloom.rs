@@ -20,7 +20,7 @@ use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
 use crate::store::db::{
-    FilterDefaults, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup,
+    FilterDefaults, ItemHash, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup,
 };
 use crate::store::{Db, Value};
 
@@ -463,9 +463,14 @@ fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
-    let prefetched = db.batch_prefetched(&argv[2]);
+    let hashed = db.batch_hash(&argv[2]);
     let found = match db.read(&argv[1]) {
-        Some(Value::Bloom(bf)) => bf.exists_hinted(&argv[2], prefetched),
+        Some(Value::Bloom(bf)) => match hashed {
+            Some(ItemHash::Bloom { wide, a, b }) if wide == bf.hashes_wide() => {
+                bf.exists_prefetched(a, b)
+            }
+            _ => bf.exists(&argv[2]),
+        },
         _ => false,
     };
     Ok(Reply::Bool(found))

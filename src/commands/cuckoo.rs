@@ -16,9 +16,9 @@ use crate::numeric::int::Decimal;
 use crate::numeric::parse_i64;
 use crate::protocol::Reply;
 use crate::store::cuckoo::{
-    CreateError, CuckooFilter, CuckooHeader, DumpChunk, InsertOutcome, HEADER_LEN,
+    CreateError, CuckooFilter, CuckooHeader, DumpChunk, Hashed, InsertOutcome, HEADER_LEN,
 };
-use crate::store::db::{ReadView, SharedDb, SharedSlot, TypedLookup};
+use crate::store::db::{ItemHash, ReadView, SharedDb, SharedSlot, TypedLookup};
 use crate::store::{Db, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -357,12 +357,13 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
         return super::shared_path::defer(db);
     };
     let max_expansions = defaults.cf_max_expansions();
+    let h = item_hash(db, &argv[2]);
     // Checked once, before the item, as `filter_for_insert` does.
     let insert = |cf: &mut CuckooFilter| {
         if cf.num_filters() as u64 >= u64::from(max_expansions) {
             return None;
         }
-        match cf.insert(&argv[2]) {
+        match cf.insert_hashed(&h) {
             InsertOutcome::Inserted => Some(true),
             InsertOutcome::Exists => Some(false),
             InsertOutcome::NoSpace | InsertOutcome::AllocFailed => None,
@@ -523,8 +524,18 @@ fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
-    let found = read(db, &argv[1]).is_some_and(|cf| cf.contains(&argv[2]));
+    let h = item_hash(db, &argv[2]);
+    let found = read(db, &argv[1]).is_some_and(|cf| cf.contains_hashed(&h));
     Ok(Reply::Bool(found))
+}
+
+/// `item`'s hash: the one the batch's prefetch computed, if it did (`ReadView::batch_hash`;
+/// every cuckoo filter hashes alike, so it holds whatever filter the key holds now).
+fn item_hash(db: &impl ReadView, item: &[u8]) -> Hashed {
+    match db.batch_hash(item) {
+        Some(ItemHash::Cuckoo(h)) => h,
+        _ => Hashed::new(item),
+    }
 }
 
 /// `CF.MEXISTS key item [item ...]` → one boolean per item.

@@ -24,7 +24,7 @@ use crate::engine::{ClientHandle, Shared, WriteStream};
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 pub use crate::store::db::PREFETCH_BATCH;
-use crate::store::db::{Db, SharedDb, Store};
+use crate::store::db::{Db, ItemHash, PrefetchedItem, SharedDb, Store};
 use crate::store::value::Value;
 
 pub mod args;
@@ -466,28 +466,38 @@ pub struct ClientState {
     pub fed_replicas: bool,
 }
 
-/// Argument addresses (at most [`PREFETCH_BATCH`]): a hint from [`prefetch_keys`] to the
-/// commands of its stretch of the batch ([`crate::store::db::ReadView::batch_prefetched`]).
-/// An address outlives nothing: the arguments it came from stay in place until the batch ends,
-/// and a stale one only makes a command skip a prefetch.
-#[derive(Debug, Default)]
+/// Arguments [`prefetch_keys`] hashed and prefetched (at most [`PREFETCH_BATCH`]), with their
+/// hashes, for the commands of its stretch of the batch
+/// ([`crate::store::db::ReadView::batch_hash`]). An entry must never outlive its argument: the
+/// connection empties the list when a batch starts, and [`prefetch_keys`] when it starts (see
+/// [`PrefetchedItem`] for why an address then identifies the argument).
+#[derive(Debug)]
 pub struct PrefetchedItems {
-    addresses: [usize; PREFETCH_BATCH],
+    items: [PrefetchedItem; PREFETCH_BATCH],
     len: usize,
 }
 
+impl Default for PrefetchedItems {
+    fn default() -> Self {
+        PrefetchedItems {
+            items: [PrefetchedItem::NONE; PREFETCH_BATCH],
+            len: 0,
+        }
+    }
+}
+
 impl PrefetchedItems {
-    pub fn addresses(&self) -> &[usize] {
-        &self.addresses[..self.len]
+    pub fn items(&self) -> &[PrefetchedItem] {
+        &self.items[..self.len]
     }
 
     pub fn clear(&mut self) {
         self.len = 0;
     }
 
-    fn push(&mut self, item: &[u8]) {
-        if let Some(slot) = self.addresses.get_mut(self.len) {
-            *slot = item.as_ptr() as usize;
+    fn push(&mut self, item: &[u8], hash: ItemHash) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = PrefetchedItem::new(item, hash);
             self.len += 1;
         }
     }
@@ -693,17 +703,24 @@ pub fn prefetch_keys<'a>(
                 v
             }
         };
+        // The hash each prefetch computes is kept for the command (`ReadView::batch_hash`).
         match value {
             // Not for BF.ADD, whose own prefetch already covers the probes it writes: with the
             // batch's prefetch too, its server CPU per request went up (1.43 -> 1.63 us, pinned,
             // 10M-capacity filter, 5 rounds) while BF.EXISTS's went down (1.40 -> 1.23).
-            // (The guard starts the prefetch; the arm records that it did.)
-            Some(Value::Bloom(b))
-                if name.eq_ignore_ascii_case(b"BF.EXISTS") && b.prefetch_item(item) =>
-            {
-                client.prefetched.push(item)
+            Some(Value::Bloom(b)) if name.eq_ignore_ascii_case(b"BF.EXISTS") => {
+                if let Some((a, h2)) = b.prefetch_item(item) {
+                    let wide = b.hashes_wide();
+                    client
+                        .prefetched
+                        .push(item, ItemHash::Bloom { wide, a, b: h2 });
+                }
             }
-            Some(Value::Cuckoo(c)) => c.prefetch_item(item),
+            Some(Value::Cuckoo(c)) => {
+                if let Some(h) = c.prefetch_item(item) {
+                    client.prefetched.push(item, ItemHash::Cuckoo(h));
+                }
+            }
             _ => {}
         }
     }

@@ -517,7 +517,7 @@ fn try_shared(
     let mut view = db.shared_view(
         &engine.store.stripes,
         now_ms,
-        client.prefetched.addresses(),
+        client.prefetched.items(),
         engine.store.shared_inserts,
     );
     // The last key's position, counted from the end when negative (PFCOUNT, MGET, EXISTS).
@@ -630,6 +630,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::engine::ClientHandle;
+    use crate::store::db::ItemHash;
 
     fn client(id: u64) -> ClientState {
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("literal address");
@@ -676,6 +677,70 @@ mod tests {
         crate::engine::fold_shared_stats(&mut e.stats, &e.shared_stats);
         let (i, _) = table().get(name.as_bytes()).expect("known command");
         (e.stats[i].calls, e.stats[i].failed)
+    }
+
+    /// A batch's prefetch hashes its BF.EXISTS / CF.* items once: the commands use the hashes
+    /// it kept and answer exactly as without them (each request again as a batch of one, which
+    /// prefetches nothing), on filters large enough to be prefetched.
+    #[test]
+    fn a_batch_prefetch_hashes_each_item_once_and_changes_no_answer() {
+        let (shared, mut c, now) = setup();
+        let mut adds = vec!["BF.MADD".to_string(), "bigbf".to_string()];
+        adds.extend((0..400).step_by(2).map(|i| format!("item{i}")));
+        let adds: Vec<&str> = adds.iter().map(String::as_str).collect();
+        for w in [
+            &["BF.RESERVE", "bigbf", "0.01", "2000000"][..],
+            &adds,
+            &["CF.RESERVE", "bigcf", "2000000"],
+            &["CF.ADD", "bigcf", "item0"],
+            &["CF.ADD", "bigcf", "item2"],
+        ] {
+            run(&shared, &mut c, w, now);
+        }
+        let mut batch: Vec<Vec<Bytes>> = Vec::new();
+        for i in 0..6 {
+            batch.push(argv(&["BF.EXISTS", "bigbf", &format!("item{i}")]));
+            batch.push(argv(&["CF.EXISTS", "bigcf", &format!("item{i}")]));
+        }
+        batch.push(argv(&["CF.ADD", "bigcf", "item7"]));
+        batch.push(argv(&["CF.EXISTS", "bigcf", "item7"]));
+        batch.push(argv(&["CF.COUNT", "bigcf", "item7"]));
+        batch.push(argv(&["BF.EXISTS", "missing", "item0"]));
+        c.shared_write_backoff = 0;
+        let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
+        assert!(lock.is_shared());
+        super::super::prefetch_keys(&lock, &mut c, batch.iter().map(Vec::as_slice));
+        // BF.EXISTS and CF.* of the two large filters; not the missing key.
+        assert_eq!(c.prefetched.items().len(), 15);
+        for (p, argv) in c.prefetched.items().iter().zip(&batch) {
+            assert!(p.is(&argv[2]));
+            assert_eq!(p.hash, ItemHash::of(&argv[2], p.hash));
+        }
+        let replies: Vec<Reply> = batch
+            .iter()
+            .map(|a| {
+                lock.dispatch(&shared, &mut c, a, now)
+                    .expect("not shut down")
+            })
+            .collect();
+        assert!(lock.is_shared(), "every request ran on the shared path");
+        drop(lock);
+        c.prefetched.clear();
+        // The same requests again, one batch each (no prefetch), but for the CF.ADD.
+        for (i, a) in batch.iter().enumerate() {
+            if a[0] == "CF.ADD" {
+                assert_eq!(replies[i], Reply::Bool(true));
+                continue;
+            }
+            let words: Vec<&str> = a.iter().map(|w| std::str::from_utf8(w).unwrap()).collect();
+            let lone = run(&shared, &mut c, &words, now).0;
+            assert_eq!(replies[i], lone, "{:?}", a);
+        }
+        let yes = Reply::Bool(true);
+        assert_eq!(replies[0], yes, "item0 was added");
+        assert_eq!(replies[1], yes);
+        assert_eq!(replies[13], yes, "item7 was added by this batch");
+        assert_eq!(replies[14], Reply::Int(1));
     }
 
     /// A batch's commands are timed once per run of one command, and the runs' times add up to

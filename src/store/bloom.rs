@@ -1167,35 +1167,41 @@ impl ScalingBloom {
     /// Whether `item` may have been added (no false negatives).
     #[inline]
     pub fn exists(&self, item: &[u8]) -> bool {
-        self.exists_hinted(item, false)
+        let (a, b) = self.hash(item);
+        self.prefetch(a, b);
+        Self::any_link_holds(&self.links, a, b)
     }
 
-    /// [`ScalingBloom::exists`] of an item whose probes the batch already prefetched
-    /// ([`ScalingBloom::prefetch_item`]) when `prefetched`: the lookup then skips its own
-    /// prefetch, which would compute every probe a second time only to start misses already
-    /// under way (issue 15: ~250 of a pipelined BF.EXISTS's ~2,500 instructions on a 12 MB
-    /// filter). A hint: the answer is the same either way.
+    /// [`ScalingBloom::exists`] of an item that [`ScalingBloom::prefetch_item`] hashed to
+    /// `(a, b)` with this chain's hash ([`ScalingBloom::hashes_wide`]): neither prefetched again,
+    /// which would compute every probe a second time only to start misses already under way
+    /// (issue 15: ~250 of a pipelined BF.EXISTS's ~2,500 instructions on a 12 MB filter), nor
+    /// hashed again (~100 more).
     #[inline]
-    pub fn exists_hinted(&self, item: &[u8], prefetched: bool) -> bool {
-        let (a, b) = self.hash(item);
-        if !prefetched {
-            self.prefetch(a, b);
-        }
+    pub fn exists_prefetched(&self, a: u64, b: u64) -> bool {
         Self::any_link_holds(&self.links, a, b)
+    }
+
+    /// Whether the chain hashes items with 64 bits (`FORCE64`, every chain made since
+    /// RedisBloom 2.0) or 32 (a legacy chain loaded from an old RDB).
+    #[inline]
+    pub fn hashes_wide(&self) -> bool {
+        self.options & OPT_FORCE64 != 0
     }
 
     /// Starts the cache misses of `item`'s probes (as [`ScalingBloom::exists`] does first), for
     /// a pipelined batch that prefetches all its BF.ADD / BF.EXISTS items before running them
     /// (`commands::prefetch_keys`): one command's probes overlap already, a batch's overlap
     /// across commands too. A hint: nothing is read into the program.
-    /// True if it started any (the chain is large enough to be worth it).
-    pub fn prefetch_item(&self, item: &[u8]) -> bool {
+    /// The item's hash pair if it started any (the chain is large enough to be worth it), for
+    /// [`ScalingBloom::exists_prefetched`].
+    pub fn prefetch_item(&self, item: &[u8]) -> Option<(u64, u64)> {
         if self.worth_prefetching() {
             let (a, b) = self.hash(item);
             self.prefetch(a, b);
-            true
+            Some((a, b))
         } else {
-            false
+            None
         }
     }
 

@@ -668,7 +668,9 @@ impl CuckooFilter {
     /// batch that prefetches its CF.ADD / CF.EXISTS items before running them
     /// (`commands::prefetch_keys`), so the commands' misses overlap. Nothing for a filter small
     /// enough to stay in the core's L2. A hint: nothing is read into the program.
-    pub fn prefetch_item(&self, item: &[u8]) {
+    /// The item's hash if it started any misses, for [`CuckooFilter::contains_hashed`] and
+    /// [`CuckooFilter::insert_hashed`] (the command then does not hash it again).
+    pub fn prefetch_item(&self, item: &[u8]) -> Option<Hashed> {
         // A chain grown here has its largest sub-filter last (expansion ≥ 1), so newest × count
         // bounds the total from above: O(1), where summing every sub-filter's length cost a
         // pipelined CF.ADD on a 20-sub-filter chain ~60 instructions per request. A loaded chain
@@ -677,7 +679,7 @@ impl CuckooFilter {
             newest.len().saturating_mul(self.filters.len() as u64)
         });
         if bound <= super::bloom::PREFETCH_MIN_BYTES {
-            return;
+            return None;
         }
         let h = Hashed::new(item);
         let b = self.bucket_size as u64;
@@ -691,6 +693,7 @@ impl CuckooFilter {
                 }
             }
         }
+        Some(h)
     }
 
     /// `CF.DEL` (§3.5). Returns whether a fingerprint was removed.
@@ -773,12 +776,14 @@ impl CuckooFilter {
         ok
     }
 
-    fn contains_hashed(&self, h: &Hashed) -> bool {
+    /// [`CuckooFilter::contains`] of an item already hashed (by [`CuckooFilter::prefetch_item`]).
+    pub fn contains_hashed(&self, h: &Hashed) -> bool {
         let b = self.bucket_size as u64;
         self.filters.iter().any(|f| f.contains(h, b))
     }
 
-    fn insert_hashed(&mut self, h: &Hashed) -> InsertOutcome {
+    /// [`CuckooFilter::insert`] of an item already hashed (by [`CuckooFilter::prefetch_item`]).
+    pub fn insert_hashed(&mut self, h: &Hashed) -> InsertOutcome {
         let b = self.bucket_size as u64;
         // Step 1 → 2 → grow → step 1 again: the fresh sub-filter always has room, so this loop runs at
         // most twice; the bound documents that and guards against a logic error spinning forever.

@@ -78,11 +78,84 @@ pub trait ReadView {
     /// The command's clock (unix ms), against which TTLs are read.
     fn clock(&self) -> u64;
 
-    /// Whether the batch prefetched the filter probes of the argument `item` (by its address:
-    /// [`SharedDb`]'s `prefetched`), so the command may skip its own prefetch. A hint: a wrong
-    /// answer costs time, never a different reply.
-    fn batch_prefetched(&self, _item: &[u8]) -> bool {
-        false
+    /// The hash of the argument `item` if the batch's prefetch computed it (and started the
+    /// misses of its probes): [`SharedDb`]'s `prefetched`. The command then neither hashes the
+    /// item again nor prefetches it again. The filter the command finds may not be the one the
+    /// prefetch saw (another connection may have replaced it meanwhile), so the command checks
+    /// that the hash is of its filter's kind ([`ItemHash`]); a hash is a function of the item's
+    /// bytes and that kind alone.
+    fn batch_hash(&self, _item: &[u8]) -> Option<ItemHash> {
+        None
+    }
+}
+
+/// An item hashed as a filter hashes it, by the batch's prefetch (`commands::prefetch_keys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemHash {
+    /// A Bloom filter's pair, and whether it is the 64-bit hash (`ScalingBloom::hashes_wide`;
+    /// legacy chains hash with 32 bits).
+    Bloom { wide: bool, a: u64, b: u64 },
+    /// A cuckoo filter's fingerprint and bucket hashes (every cuckoo filter hashes alike).
+    Cuckoo(super::cuckoo::Hashed),
+}
+
+impl ItemHash {
+    /// `item`'s hash of the same kind as `like` (the debug check of [`ReadView::batch_hash`],
+    /// and tests).
+    pub fn of(item: &[u8], like: ItemHash) -> ItemHash {
+        match like {
+            ItemHash::Bloom { wide, .. } => {
+                let (a, b) = if wide {
+                    super::murmur::bloom_hash64(item)
+                } else {
+                    super::murmur::bloom_hash32(item)
+                };
+                ItemHash::Bloom { wide, a, b }
+            }
+            ItemHash::Cuckoo(_) => ItemHash::Cuckoo(super::cuckoo::Hashed::new(item)),
+        }
+    }
+}
+
+/// An argument of the batch being run, by its address and length, and its [`ItemHash`].
+///
+/// Why an address identifies the argument: the list holds only arguments of the batch being run
+/// (`ClientState::prefetched` is emptied when a batch starts and at each prefetch), and those
+/// stay alive and unchanged until the batch ends (immutable `Bytes` of the batch's requests).
+/// Two live slices with the same address and length are the same bytes. A stale entry — an
+/// argument freed and its memory reused for another — would be a wrong hash, i.e. a wrong
+/// answer, which is why the emptying at the batch's start is part of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchedItem {
+    addr: usize,
+    len: usize,
+    pub hash: ItemHash,
+}
+
+impl PrefetchedItem {
+    /// A placeholder that matches no argument (an empty list's slots).
+    pub const NONE: PrefetchedItem = PrefetchedItem {
+        addr: 0,
+        len: usize::MAX,
+        hash: ItemHash::Bloom {
+            wide: false,
+            a: 0,
+            b: 0,
+        },
+    };
+
+    pub fn new(item: &[u8], hash: ItemHash) -> PrefetchedItem {
+        PrefetchedItem {
+            addr: item.as_ptr() as usize,
+            len: item.len(),
+            hash,
+        }
+    }
+
+    /// Whether this is the entry of the argument `item`.
+    #[inline]
+    pub fn is(&self, item: &[u8]) -> bool {
+        self.addr == item.as_ptr() as usize && self.len == item.len()
     }
 }
 
@@ -171,9 +244,8 @@ pub struct SharedDb<'a> {
     inserts: bool,
     now_ms: u64,
     deferred: bool,
-    /// The addresses of the arguments whose filter probes the batch prefetched
-    /// ([`ReadView::batch_prefetched`]).
-    prefetched: &'a [usize],
+    /// The arguments the batch's prefetch hashed ([`ReadView::batch_hash`]).
+    prefetched: &'a [PrefetchedItem],
     /// The stripe held by a command of one key (most), or the first of several.
     held: Option<(usize, StripeGuard<'a>)>,
     /// The others of several, ascending, each once (only for a command of several keys in
@@ -691,8 +763,13 @@ impl ReadView for SharedDb<'_> {
         self.now_ms
     }
 
-    fn batch_prefetched(&self, item: &[u8]) -> bool {
-        self.prefetched.contains(&(item.as_ptr() as usize))
+    fn batch_hash(&self, item: &[u8]) -> Option<ItemHash> {
+        let hash = self.prefetched.iter().find(|p| p.is(item)).map(|p| p.hash);
+        debug_assert!(
+            hash.is_none_or(|h| h == ItemHash::of(item, h)),
+            "a prefetched hash that is not its argument's"
+        );
+        hash
     }
 }
 
@@ -973,8 +1050,7 @@ impl Db {
     }
 
     /// This database for one command under the shared lock, at the command time `now_ms`, with
-    /// the addresses of the arguments whose filter probes the batch prefetched; it holds no
-    /// stripe until [`SharedDb::hold`].
+    /// the arguments the batch's prefetch hashed; it holds no stripe until [`SharedDb::hold`].
     ///
     /// `inserts`: whether a write may add a key ([`SharedDb::write_or_vacant`]); only when every
     /// reader under the shared lock holds stripes, [`Store::shared_inserts`].
@@ -982,7 +1058,7 @@ impl Db {
         &'a self,
         stripes: &'a Stripes,
         now_ms: u64,
-        prefetched: &'a [usize],
+        prefetched: &'a [PrefetchedItem],
         inserts: bool,
     ) -> SharedDb<'a> {
         SharedDb {

@@ -718,8 +718,9 @@ fn a_small_chain_is_two_allocations_of_known_size() {
     assert!(grown.nfilters() > 1 && grown.links.spilled());
 }
 
-/// The batch's prefetch hint (`exists_hinted`) never changes an answer, on a chain large enough
-/// to be prefetched and on one too small for it (where `prefetch_item` says it started nothing).
+/// The batch's prefetch (`prefetch_item`, then `exists_prefetched` with the pair it answered)
+/// never changes an answer, on a chain large enough to be prefetched and not on one too small
+/// for it (where `prefetch_item` starts nothing and answers no hash).
 #[test]
 fn a_prefetch_hint_changes_no_answer() {
     let mut big = ScalingBloom::create(2_000_000, 0.01, 2, false).unwrap();
@@ -729,19 +730,19 @@ fn a_prefetch_hint_changes_no_answer() {
         small.add(&i.to_le_bytes()).unwrap();
     }
     assert!(
-        big.prefetch_item(b"x"),
+        big.prefetch_item(b"x").is_some(),
         "a 2.4 MB link is worth prefetching"
     );
-    assert!(!small.prefetch_item(b"x"), "a link in L2 is not");
-    for bf in [&big, &small] {
-        for i in 0..2000u32 {
-            let item = i.to_le_bytes();
-            let plain = bf.exists(&item);
-            assert_eq!(bf.exists_hinted(&item, true), plain, "item {i}");
-            assert_eq!(bf.exists_hinted(&item, false), plain, "item {i}");
-            if i % 2 == 0 {
-                assert!(plain, "no false negative");
-            }
+    assert!(small.prefetch_item(b"x").is_none(), "a link in L2 is not");
+    assert!(big.hashes_wide(), "a new chain hashes with 64 bits");
+    for i in 0..2000u32 {
+        let item = i.to_le_bytes();
+        let plain = big.exists(&item);
+        let (a, b) = big.prefetch_item(&item).expect("worth prefetching");
+        assert_eq!((a, b), crate::store::murmur::bloom_hash64(&item));
+        assert_eq!(big.exists_prefetched(a, b), plain, "item {i}");
+        if i % 2 == 0 {
+            assert!(plain && small.exists(&item), "no false negative");
         }
     }
 }
