@@ -567,7 +567,8 @@ fn count_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn count_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
-    let n = read(db, &argv[1]).map_or(0, |cf| cf.count(&argv[2]));
+    let h = item_hash(db, &argv[2]);
+    let n = read(db, &argv[1]).map_or(0, |cf| cf.count_hashed(&h));
     Ok(Reply::Int(n as i64))
 }
 

@@ -652,7 +652,11 @@ impl CuckooFilter {
 
     /// `CF.COUNT` (§3.4): a coinciding bucket pair is counted twice, as in RedisBloom.
     pub fn count(&self, item: &[u8]) -> u64 {
-        let h = Hashed::new(item);
+        self.count_hashed(&Hashed::new(item))
+    }
+
+    /// [`CuckooFilter::count`] of an item already hashed (by [`CuckooFilter::prefetch_item`]).
+    pub fn count_hashed(&self, h: &Hashed) -> u64 {
         let b = self.bucket_size as u64;
         let bu = b as usize;
         self.filters
