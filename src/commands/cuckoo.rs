@@ -357,7 +357,8 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
         return super::shared_path::defer(db);
     };
     let max_expansions = defaults.cf_max_expansions();
-    let h = item_hash(db, &argv[2]);
+    // A CF.ADD hashes its item whatever it finds (a missing key gets a filter).
+    let h = item_hash(db.batch_hash(&argv[2]), &argv[2]);
     // Checked once, before the item, as `filter_for_insert` does.
     let insert = |cf: &mut CuckooFilter| {
         if cf.num_filters() as u64 >= u64::from(max_expansions) {
@@ -524,15 +525,16 @@ fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
-    let h = item_hash(db, &argv[2]);
-    let found = read(db, &argv[1]).is_some_and(|cf| cf.contains_hashed(&h));
+    let hint = db.batch_hash(&argv[2]);
+    let found = read(db, &argv[1]).is_some_and(|cf| cf.contains_hashed(&item_hash(hint, &argv[2])));
     Ok(Reply::Bool(found))
 }
 
-/// `item`'s hash: the one the batch's prefetch computed, if it did (`ReadView::batch_hash`;
-/// every cuckoo filter hashes alike, so it holds whatever filter the key holds now).
-fn item_hash(db: &impl ReadView, item: &[u8]) -> Hashed {
-    match db.batch_hash(item) {
+/// `item`'s hash: `hint`, the one the batch's prefetch computed, if it did
+/// (`ReadView::batch_hash`; every cuckoo filter hashes alike, so it holds whatever filter the key
+/// holds now). Computed only once a filter is found: a missing key costs no hash.
+fn item_hash(hint: Option<ItemHash>, item: &[u8]) -> Hashed {
+    match hint {
         Some(ItemHash::Cuckoo(h)) => h,
         _ => Hashed::new(item),
     }
@@ -567,8 +569,8 @@ fn count_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 }
 
 fn count_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
-    let h = item_hash(db, &argv[2]);
-    let n = read(db, &argv[1]).map_or(0, |cf| cf.count_hashed(&h));
+    let hint = db.batch_hash(&argv[2]);
+    let n = read(db, &argv[1]).map_or(0, |cf| cf.count_hashed(&item_hash(hint, &argv[2])));
     Ok(Reply::Int(n as i64))
 }
 
