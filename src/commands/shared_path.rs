@@ -514,102 +514,106 @@ fn try_shared(
             });
         }
     }
-    let mut view = db.shared_view(
-        &engine.store.stripes,
-        now_ms,
-        client.prefetched.items(),
-        engine.store.shared_inserts,
-    );
-    // The last key's position, counted from the end when negative (PFCOUNT, MGET, EXISTS).
-    let last = match spec.last_key {
-        l if l < 0 => argv.len() as i32 + l,
-        l => l,
-    };
-    match spec.first_key {
-        // PING, ECHO: no key, no stripe.
-        first if first <= 0 => {}
-        // One key (most commands, and PFCOUNT or EXISTS of one): its stripe, no list.
-        first if first == last => {
-            if let Some(key) = argv.get(first as usize) {
-                view.hold_key(key, write);
-            }
-        }
-        _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
-    }
-    view.filter_defaults = Some(&shared.filter_defaults);
-    if engine.stream.is_active() {
-        view.set_stream_buffers(&mut client.prelude_scratch, &mut client.rewrite_scratch);
-    }
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
-    let reply = match outcome {
-        Ok(Ok(reply)) if !view.deferred() => reply,
-        // A read that panicked changed nothing: the exclusive path runs it and turns the panic
-        // into its error reply.
-        Err(_) if write => {
-            // Keys it added or removed before the panic stay so: counted, or the key count would
-            // be wrong even under the exclusive lock (its writes are not: it failed).
-            writes.add(engine, client.db, 0, view.inserted(), view.removed());
-            tracing::error!(
-                command = spec.name,
-                "command handler panicked; replying with an error"
-            );
-            return Attempt::Failed(
-                index,
-                Reply::Error(crate::error::CmdError::Owned(format!(
-                    "ERR internal error while executing '{}'",
-                    spec.name
-                ))),
-            );
-        }
-        _ => {
-            debug_assert!(
-                view.inserted() == 0 && view.removed() == 0,
-                "a deferred command added or removed a key"
-            );
-            return Attempt::Rerun;
-        }
-    };
-    if view.writes() != 0 {
-        // Into the write stream while the key's stripe is still held, so that one key's writes
-        // enter it in the order they were made (`engine::propagate`). Every shared write
-        // propagates verbatim, as the exclusive path does when it changed the keyspace or (BF.ADD,
-        // CF.ADD) forced it: each is answered here only when it counted a write. A lone
-        // command, or with the RESERVE of a filter it created as one MULTI/EXEC unit, as the
-        // exclusive path writes them; encoded before the mutex is taken.
-        if engine.stream.is_active() {
-            let scratch = &mut client.stream_scratch;
-            let command: &[u8] = match view.rewritten() {
-                // SET with a relative expiry: `SET key value PXAT ms`.
-                Some(rewritten) => rewritten,
-                None => {
-                    scratch.clear();
-                    crate::engine::propagate::encode_command(scratch, argv);
-                    scratch
-                }
-            };
-            match view.prelude() {
-                None => engine.stream.lock().emit_encoded(client.db, command),
-                // A filter it created: its BF.RESERVE first, the two as one unit.
-                Some(reserve) => engine
-                    .stream
-                    .lock()
-                    .emit_encoded_unit(client.db, &[reserve, command]),
-            }
-            if scratch.capacity() > 1 << 16 {
-                *scratch = Vec::new();
-            }
-            client.fed_replicas |= engine.repl_sub.is_some();
-        }
-        writes.add(
-            engine,
-            client.db,
-            view.writes(),
-            view.inserted(),
-            view.removed(),
+    // The view lives in this block and is dropped where it lies: `drop(view)` moved its 176
+    // bytes first (a memcpy per command).
+    let reply = {
+        let mut view = db.shared_view(
+            &engine.store.stripes,
+            now_ms,
+            client.prefetched.items(),
+            engine.store.shared_inserts,
         );
-    }
-    drop(view);
+        // The last key's position, counted from the end when negative (PFCOUNT, MGET, EXISTS).
+        let last = match spec.last_key {
+            l if l < 0 => argv.len() as i32 + l,
+            l => l,
+        };
+        match spec.first_key {
+            // PING, ECHO: no key, no stripe.
+            first if first <= 0 => {}
+            // One key (most commands, and PFCOUNT or EXISTS of one): its stripe, no list.
+            first if first == last => {
+                if let Some(key) = argv.get(first as usize) {
+                    view.hold_key(key, write);
+                }
+            }
+            _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
+        }
+        view.filter_defaults = Some(&shared.filter_defaults);
+        if engine.stream.is_active() {
+            view.set_stream_buffers(&mut client.prelude_scratch, &mut client.rewrite_scratch);
+        }
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&mut view, argv)));
+        let reply = match outcome {
+            Ok(Ok(reply)) if !view.deferred() => reply,
+            // A read that panicked changed nothing: the exclusive path runs it and turns the panic
+            // into its error reply.
+            Err(_) if write => {
+                // Keys it added or removed before the panic stay so: counted, or the key count would
+                // be wrong even under the exclusive lock (its writes are not: it failed).
+                writes.add(engine, client.db, 0, view.inserted(), view.removed());
+                tracing::error!(
+                    command = spec.name,
+                    "command handler panicked; replying with an error"
+                );
+                return Attempt::Failed(
+                    index,
+                    Reply::Error(crate::error::CmdError::Owned(format!(
+                        "ERR internal error while executing '{}'",
+                        spec.name
+                    ))),
+                );
+            }
+            _ => {
+                debug_assert!(
+                    view.inserted() == 0 && view.removed() == 0,
+                    "a deferred command added or removed a key"
+                );
+                return Attempt::Rerun;
+            }
+        };
+        if view.writes() != 0 {
+            // Into the write stream while the key's stripe is still held, so that one key's writes
+            // enter it in the order they were made (`engine::propagate`). Every shared write
+            // propagates verbatim, as the exclusive path does when it changed the keyspace or (BF.ADD,
+            // CF.ADD) forced it: each is answered here only when it counted a write. A lone
+            // command, or with the RESERVE of a filter it created as one MULTI/EXEC unit, as the
+            // exclusive path writes them; encoded before the mutex is taken.
+            if engine.stream.is_active() {
+                let scratch = &mut client.stream_scratch;
+                let command: &[u8] = match view.rewritten() {
+                    // SET with a relative expiry: `SET key value PXAT ms`.
+                    Some(rewritten) => rewritten,
+                    None => {
+                        scratch.clear();
+                        crate::engine::propagate::encode_command(scratch, argv);
+                        scratch
+                    }
+                };
+                match view.prelude() {
+                    None => engine.stream.lock().emit_encoded(client.db, command),
+                    // A filter it created: its BF.RESERVE first, the two as one unit.
+                    Some(reserve) => engine
+                        .stream
+                        .lock()
+                        .emit_encoded_unit(client.db, &[reserve, command]),
+                }
+                if scratch.capacity() > 1 << 16 {
+                    *scratch = Vec::new();
+                }
+                client.fed_replicas |= engine.repl_sub.is_some();
+            }
+            writes.add(
+                engine,
+                client.db,
+                view.writes(),
+                view.inserted(),
+                view.removed(),
+            );
+        }
+        reply
+    };
     // A rewritten command holds its value (SET ... PXAT): a large one's buffer is not kept.
     if client.rewrite_scratch.capacity() > 1 << 16 {
         client.rewrite_scratch = Vec::new();
