@@ -681,7 +681,7 @@ pub fn prefetch_keys<'a>(
     // growing moves its sub-filter list), so the key's stripe is held for reading while its
     // value is looked at, as a shared read would (`store::db::Stripes`).
     let mut last: Option<(&[u8], Option<&Value>)> = None;
-    let mut stripe: Option<(usize, std::sync::RwLockReadGuard<'_, ()>)> = None;
+    let mut stripe: Option<(usize, crate::store::db::StripeRead<'_>)> = None;
     for argv in batch.take(crate::store::db::PREFETCH_BATCH) {
         let [name, key, item] = argv else {
             continue;

@@ -133,7 +133,7 @@
 //! The essay in `server/mod.rs` gives the measured scaling.
 
 use std::sync::atomic::Ordering;
-use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+use std::sync::RwLockWriteGuard;
 
 use bytes::Bytes;
 
@@ -147,7 +147,7 @@ use crate::store::db::Db;
 /// exclusive from the first one that could not.
 pub enum EngineLock<'a> {
     Shared {
-        guard: RwLockReadGuard<'a, Engine>,
+        guard: crate::engine::shared::SharedEngine<'a>,
         /// The commands of the current run of one command, not yet counted.
         run: Option<StatRun>,
         /// Writes made on the shared path, not yet added to their database's `dirty` (and keys

@@ -378,6 +378,23 @@ impl ReplKnobs {
     }
 }
 
+/// The keyspace lock held shared ([`Shared::engine_shared`]), and in debug builds this thread's
+/// mark of it, against which the key table checks that the shared path reads and writes only
+/// under the stripes it holds (`store::keytable::held`).
+pub struct SharedEngine<'a> {
+    guard: RwLockReadGuard<'a, Engine>,
+    _mark: crate::store::db::held::SharedLockMark,
+}
+
+impl std::ops::Deref for SharedEngine<'_> {
+    type Target = Engine;
+
+    #[inline]
+    fn deref(&self) -> &Engine {
+        &self.guard
+    }
+}
+
 /// Everything connections share. Held in an `Arc`.
 pub struct Shared {
     pub config: RwLock<Config>,
@@ -520,8 +537,11 @@ impl Shared {
 
     /// The keyspace lock, shared: for the read-only commands' shared path only (nothing under it
     /// may change the engine but its atomics).
-    pub fn engine_shared(&self) -> RwLockReadGuard<'_, Engine> {
-        self.engine.read().unwrap_or_else(|p| p.into_inner())
+    pub fn engine_shared(&self) -> SharedEngine<'_> {
+        SharedEngine {
+            guard: self.engine.read().unwrap_or_else(|p| p.into_inner()),
+            _mark: crate::store::db::held::SharedLockMark::new(),
+        }
     }
 
     pub fn clients(&self) -> MutexGuard<'_, HashMap<u64, Arc<ClientHandle>>> {

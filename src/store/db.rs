@@ -173,7 +173,7 @@ impl ReadView for Db {
     }
 }
 
-pub use super::keytable::{stripe_of, STRIPES};
+pub use super::keytable::{held, stripe_of, STRIPES};
 
 /// One stripe on a cache line of its own, so that two cores locking neighbouring stripes do not
 /// share a line.
@@ -211,20 +211,39 @@ impl std::fmt::Debug for Stripes {
 impl Stripes {
     /// Stripe `i` held for reading, as `commands::prefetch_keys` does to look at a filter's
     /// pages under the shared lock.
-    pub fn read(&self, i: usize) -> RwLockReadGuard<'_, ()> {
-        // No data behind the lock, so a poisoned one guards nothing broken.
-        self.0[i].0.read().unwrap_or_else(|p| p.into_inner())
+    pub fn read(&self, i: usize) -> StripeRead<'_> {
+        StripeRead {
+            // No data behind the lock, so a poisoned one guards nothing broken.
+            _guard: self.0[i].0.read().unwrap_or_else(|p| p.into_inner()),
+            _mark: held::StripeMark::new(i, false),
+        }
     }
 
-    fn write(&self, i: usize) -> RwLockWriteGuard<'_, ()> {
-        self.0[i].0.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self, i: usize) -> StripeWrite<'_> {
+        StripeWrite {
+            _guard: self.0[i].0.write().unwrap_or_else(|p| p.into_inner()),
+            _mark: held::StripeMark::new(i, true),
+        }
     }
+}
+
+/// A stripe held for reading; in debug builds this thread's mark of it too (`keytable::held`,
+/// which checks the shared path's table accesses against the stripes held).
+pub struct StripeRead<'a> {
+    _guard: RwLockReadGuard<'a, ()>,
+    _mark: held::StripeMark,
+}
+
+/// A stripe held for writing, marked as [`StripeRead`] is.
+pub struct StripeWrite<'a> {
+    _guard: RwLockWriteGuard<'a, ()>,
+    _mark: held::StripeMark,
 }
 
 /// A stripe a [`SharedDb`] holds.
 enum StripeGuard<'a> {
-    Read(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
-    Write(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+    Read(#[allow(dead_code)] StripeRead<'a>),
+    Write(#[allow(dead_code)] StripeWrite<'a>),
 }
 
 /// A database under the shared keyspace lock, for one command: its keys' stripes held
@@ -1920,6 +1939,36 @@ mod tests {
         let mut db = Db::new();
         db.now_ms = now;
         db
+    }
+
+    /// Debug builds check the shared path's rule at the table (`keytable::held`): a key read
+    /// under the shared keyspace lock passes with the key's stripe held and panics without it
+    /// (or with another stripe); outside the shared lock nothing is checked.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn a_read_under_the_shared_lock_is_checked_against_the_stripes_held() {
+        let mut db = db_at(0);
+        db.insert(b"k", Value::Str(Str::from_vec(b"v".to_vec())));
+        let stripes = Stripes::default();
+        let mine = db.stripe(b"k");
+        let other = (mine + 1) % STRIPES;
+        assert!(db.peek_value(b"k").is_some(), "no shared lock: unchecked");
+        let shared = held::SharedLockMark::new();
+        {
+            let _held = stripes.read(mine);
+            assert!(db.peek_value(b"k").is_some());
+        }
+        let read_without = |held_stripe: Option<usize>| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _held = held_stripe.map(|i| stripes.read(i));
+                db.peek_value(b"k").is_some()
+            }))
+        };
+        assert!(read_without(None).is_err(), "no stripe held");
+        assert!(read_without(Some(other)).is_err(), "another stripe held");
+        assert_eq!(read_without(Some(mine)).ok(), Some(true));
+        drop(shared);
+        assert!(read_without(None).is_ok(), "the shared lock let go");
     }
 
     /// A load sized by its RESIZEDB hint neither splits nor grows the key table, keeps TTLs, and

@@ -166,6 +166,107 @@ pub fn stripe_of(h: u64) -> usize {
     seg_bits(h) & (STRIPES - 1)
 }
 
+/// The shared path's locking rule, checked in debug builds at every table access that relies on
+/// it: a thread holding the keyspace lock shared reads a key's segment tables only while it
+/// holds the key's stripe, and changes them only while it holds that stripe for writing (the
+/// argument of [`SegCell`]'s `Sync` impl). The keyspace and stripe guards (`engine::Shared::
+/// engine_shared`, `store::db::Stripes`) record themselves in thread-local marks; the table
+/// methods the shared path calls ([`KeyTable::find`], [`KeyTable::expiry`],
+/// [`KeyTable::find_for_write`] and the `*_shared` changes) check them. Release builds record
+/// nothing and check nothing: the marks are empty structs. What the check cannot see: a read of a
+/// segment through a path that calls none of those methods (`KeyTable::prefetch`, which reads a
+/// key map's structure only, and only under a stripe when that structure can change).
+pub mod held {
+    use std::marker::PhantomData;
+
+    #[cfg(debug_assertions)]
+    thread_local! {
+        /// How many shared keyspace guards this thread holds.
+        static SHARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        /// The stripes this thread holds, and whether for writing.
+        static STRIPES: std::cell::RefCell<Vec<(usize, bool)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// Marks this thread as holding the keyspace lock shared while it lives (beside the guard:
+    /// not `Send`, so it is dropped on the thread that made it).
+    #[derive(Debug)]
+    pub struct SharedLockMark(PhantomData<*const ()>);
+
+    impl SharedLockMark {
+        #[allow(clippy::new_without_default)]
+        pub fn new() -> SharedLockMark {
+            #[cfg(debug_assertions)]
+            SHARED.with(|s| s.set(s.get() + 1));
+            SharedLockMark(PhantomData)
+        }
+    }
+
+    impl Drop for SharedLockMark {
+        fn drop(&mut self) {
+            #[cfg(debug_assertions)]
+            SHARED.with(|s| s.set(s.get().saturating_sub(1)));
+        }
+    }
+
+    /// Marks this thread as holding a stripe (for writing, or not) while it lives.
+    #[derive(Debug)]
+    pub struct StripeMark {
+        #[cfg(debug_assertions)]
+        stripe: usize,
+        #[cfg(debug_assertions)]
+        write: bool,
+        _not_send: PhantomData<*const ()>,
+    }
+
+    impl StripeMark {
+        #[allow(unused_variables)]
+        pub fn new(stripe: usize, write: bool) -> StripeMark {
+            #[cfg(debug_assertions)]
+            STRIPES.with(|h| h.borrow_mut().push((stripe, write)));
+            StripeMark {
+                #[cfg(debug_assertions)]
+                stripe,
+                #[cfg(debug_assertions)]
+                write,
+                _not_send: PhantomData,
+            }
+        }
+    }
+
+    impl Drop for StripeMark {
+        fn drop(&mut self) {
+            #[cfg(debug_assertions)]
+            STRIPES.with(|h| {
+                let mut h = h.borrow_mut();
+                if let Some(at) = h.iter().rposition(|&m| m == (self.stripe, self.write)) {
+                    h.swap_remove(at);
+                }
+            });
+        }
+    }
+
+    /// Debug builds: panics if this thread holds the keyspace lock shared but not `stripe` (for
+    /// writing, if `write`) — a table access the shared path's rule forbids.
+    #[inline]
+    #[allow(unused_variables)]
+    pub fn check(stripe: usize, write: bool, what: &str) {
+        #[cfg(debug_assertions)]
+        if SHARED.with(|s| s.get()) > 0 {
+            let ok = STRIPES.with(|h| {
+                h.borrow()
+                    .iter()
+                    .any(|&(i, w)| i == stripe && (w || !write))
+            });
+            assert!(
+                ok,
+                "{what} under the shared keyspace lock without stripe {stripe} held{}",
+                if write { " for writing" } else { "" }
+            );
+        }
+    }
+}
+
 /// A segment's table (its key map, [`SegMap`], or its TTLs). The keyspace lock guards it like
 /// the rest of the key table, with one exception that needs the cell: under the *shared* lock, a
 /// thread holding a segment's stripe for writing may add a key to it or remove one
@@ -191,7 +292,8 @@ type SegExpires = SegCell<HashTable<(Bytes, u64)>>;
 // which reads the key map alone). So a reading `&` and the writing `&mut` never overlap in time,
 // and the lock's release/acquire orders them. A segment a snapshot holds (its `Arc` shared) is
 // never changed under the shared lock. What the tables hold (entries, keys and times) is `Send`
-// and `Sync` already, as `T: Send + Sync` requires.
+// and `Sync` already, as `T: Send + Sync` requires. Debug builds (and the tests, `profile.ci`)
+// check the stripe half of this argument at every table access the shared path makes ([`held`]).
 unsafe impl<T: Send + Sync> Sync for SegCell<T> {}
 
 impl<T> Deref for SegCell<T> {
@@ -435,6 +537,7 @@ impl KeyTable {
 
     #[inline]
     pub fn find(&self, h: u64, key: &[u8]) -> Option<&Entry> {
+        held::check(stripe_of(h), false, "a key read");
         self.segs[self.seg_of(h)].map.find(h, |e| e.key() == key)
     }
 
@@ -446,6 +549,7 @@ impl KeyTable {
     /// go.
     #[inline]
     pub fn find_for_write(&self, h: u64, key: &[u8]) -> ForWrite<'_> {
+        held::check(stripe_of(h), true, "a value write");
         let seg = &self.segs[self.seg_of(h)];
         if Arc::strong_count(seg) != 1 {
             return ForWrite::Shared;
@@ -605,6 +709,7 @@ impl KeyTable {
     /// missing under them. It counts the key with [`KeyTable::count_shared`] before it lets go
     /// of the shared lock.
     pub unsafe fn insert_shared(&self, h: u64, entry: Entry) {
+        held::check(stripe_of(h), true, "a key added");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
         // Pairs with the Release decrement of a snapshot's last clone of the segment, as in
@@ -637,6 +742,7 @@ impl KeyTable {
     /// entry found unshared (`find_for_write`) under these locks. It counts the removal with
     /// [`KeyTable::count_shared`] before it lets go of the shared lock.
     pub unsafe fn remove_shared(&self, h: u64, key: &[u8]) -> Option<Entry> {
+        held::check(stripe_of(h), true, "a key removed");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
         fence(Ordering::Acquire);
@@ -689,6 +795,7 @@ impl KeyTable {
         if self.expires_len() == 0 {
             return None;
         }
+        held::check(stripe_of(h), false, "a TTL read");
         self.segs[self.seg_of(h)].expiry(h, key)
     }
 
@@ -738,6 +845,7 @@ impl KeyTable {
     /// The caller holds the keyspace lock shared and the stripe of `h` for writing, checked
     /// [`KeyTable::can_remove_shared`] under these locks, and the key is in the table.
     pub unsafe fn set_expiry_shared(&self, h: u64, key: &[u8], when: u64) -> (Bytes, Option<u64>) {
+        held::check(stripe_of(h), true, "a TTL set");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
         debug_assert!(seg.map.find(h, |e| e.key() == key).is_some());
@@ -763,6 +871,7 @@ impl KeyTable {
     /// # Safety
     /// As [`KeyTable::set_expiry_shared`] (the key need not be in the table).
     pub unsafe fn remove_expiry_shared(&self, h: u64, key: &[u8]) -> Option<(Bytes, u64)> {
+        held::check(stripe_of(h), true, "a TTL removed");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
         if seg.expires.is_empty() {
