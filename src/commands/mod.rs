@@ -672,8 +672,10 @@ pub fn prefetch_keys<'a>(
             .clone()
             .filter_map(|argv| argv.get(1))
             .map(|key| &key[..]),
-        // Under the exclusive lock nothing can change a segment beside the walks.
-        (lock.is_shared() && engine.store.shared_inserts).then_some(&engine.store.stripes),
+        // Under the exclusive lock, or with one thread running batches, nothing can change a
+        // segment beside the walks.
+        (lock.is_shared() && engine.store.shared_inserts && engine.store.parallel_batches)
+            .then_some(&engine.store.stripes),
     );
     // A pipeline mostly hits one filter: its lookup is reused while the key repeats (a lookup
     // per request was ~100 of a pipelined CF.ADD's ~3,000 instructions, filter big or small).

@@ -45,12 +45,14 @@
 //! are. It defers instead when no snapshot may see the change (a save holds the segment), when
 //! the table is due for more segments than a slack of 1/16 allows (splits are the exclusive
 //! path's), or below 32k keys. The key count is added once per batch, before the lock is let go,
-//! so the exclusive lock always sees it exact. One more reader has to hold stripes then: the
-//! batch prefetch, which walks the segments of the batch's keys before the commands run
-//! (`Db::prefetch`). That costs a lock per prefetched key, which a single-threaded server would
-//! pay for nothing: inserts under the shared lock are on only with a multi-thread runtime
-//! (`store::db::Store::shared_inserts`, set by `server`). `DEL` and `UNLINK` remove keys the
-//! same way (`SharedDb::delete_keys`: every key checked before any is removed, none due).
+//! so the exclusive lock always sees it exact. With more than one thread running batches, one
+//! more reader has to hold stripes: the batch prefetch, which walks the segments of the batch's
+//! keys before the commands run (`Db::prefetch`); with one thread nothing runs beside it, and it
+//! takes no lock (`store::db::Store::parallel_batches`, set by `server` from the runtime).
+//! Inserts are on with either runtime (`Store::shared_inserts`): on one thread, a new key that
+//! deferred sent its client's next batches to the exclusive path, which cost a pipelined SET of
+//! fresh keys ~10 % more instructions. `DEL` and `UNLINK` remove keys the same way
+//! (`SharedDb::delete_keys`: every key checked before any is removed, none due).
 //!
 //! # TTLs under the shared lock
 //! A key's TTL lives in two places: its segment's TTL table, which the stripe guards as it
@@ -1601,7 +1603,7 @@ mod tests {
         let (small, mut c3, _) = setup_writes();
         small.engine().store.shared_inserts = true;
         assert!(!run(&small, &mut c3, &["SET", "new-g", "v"], now).1);
-        // And with inserts off (one thread runs batches), whatever the table's size.
+        // And with inserts off, whatever the table's size.
         on_shared.engine().store.shared_inserts = false;
         assert!(!run(&on_shared, &mut c1, &["SET", "new-h", "v"], now).1);
     }

@@ -115,8 +115,8 @@
 //! filter's `BF.RESERVE`/`CF.RESERVE` entering the stream with its command as one MULTI/EXEC
 //! unit, as on the exclusive path. Segment splits stay exclusive: shared inserts may run 1/16
 //! past the split mark, and the exclusive path catches up (up to 4 splits per key it adds, and
-//! in the cron). On only with a multi-thread runtime: the batch prefetch must then hold a stripe
-//! per key it walks. `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds
+//! in the cron). On with either runtime since 2026-12-06 late night (on one thread the batch
+//! prefetch still takes no stripe: nothing runs beside it; `Store::parallel_batches`). `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds
 //! (2026-12-06 17:34–17:48 UTC, load 1.2–1.7; `for r in 1 2 3; do target/release/examples/
 //! bench_scaling N 1,2 16 C; done` with N = 400k for SET-new/INCR-new, 200k BF.ADD-new, 100k
 //! CF.ADD-new), M ops/s:
@@ -160,7 +160,7 @@
 //!
 //! Still exclusive: multi-key writes but DEL, MULTI/EXEC, segment splits and merges, lazy and
 //! active expiry (reclaiming a due key), an EXPIRE to a time already past, and new keys,
-//! deletions and TTL changes in tables under 32k keys or on a single-thread runtime.
+//! deletions and TTL changes in tables under 32k keys.
 //!
 //! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
 //! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (README,
@@ -307,11 +307,13 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     Ok(ServerHandle { addr, shared, join })
 }
 
-/// With more than one thread running batches (a multi-thread runtime), writes under the shared
-/// lock may add keys (`store::db::Store::shared_inserts`); on one thread nothing runs beside a
-/// batch, and the exclusive path adds them at no loss.
+/// Writes under the shared lock may add keys (`store::db::Store::shared_inserts`) on any
+/// runtime; with more than one thread running batches (a multi-thread runtime) the batch
+/// prefetch must then hold stripes (`Store::parallel_batches`).
 fn allow_shared_inserts(shared: &Shared) {
-    shared.engine().store.shared_inserts = tokio::runtime::Handle::current().runtime_flavor()
+    let mut engine = shared.engine();
+    engine.store.shared_inserts = true;
+    engine.store.parallel_batches = tokio::runtime::Handle::current().runtime_flavor()
         != tokio::runtime::RuntimeFlavor::CurrentThread;
 }
 
