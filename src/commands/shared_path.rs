@@ -232,15 +232,23 @@ impl<'a> EngineLock<'a> {
                 })
         });
         if try_shared {
-            EngineLock::Shared {
-                guard: shared.engine_shared(),
-                run: None,
-                writes: BatchWrites::default(),
-                first,
+            let guard = shared.engine_shared();
+            // Checked once for the batch, not per command: nothing it reads can change while
+            // the shared lock is held (the engine's fields change under the exclusive lock, the
+            // client's only through commands that run there, after which the batch keeps the
+            // exclusive lock). ~20 instructions a pipelined command.
+            if open_for(&guard, client) {
+                return EngineLock::Shared {
+                    guard,
+                    run: None,
+                    writes: BatchWrites::default(),
+                    first,
+                };
             }
-        } else {
-            EngineLock::Exclusive(shared.engine(), first)
+            // Let go before the exclusive lock is asked for, or this thread would wait for itself.
+            drop(guard);
         }
+        EngineLock::Exclusive(shared.engine(), first)
     }
 
     /// The exclusive lock from the start.
@@ -485,9 +493,14 @@ fn try_shared(
     let Some(handler) = spec.shared else {
         return Attempt::Rerun;
     };
-    if !spec.arity_ok(argv.len()) || !open_for(engine, client) {
+    if !spec.arity_ok(argv.len()) {
         return Attempt::Rerun;
     }
+    // Checked when the shared lock was taken (`EngineLock::for_batch`), and unchangeable since.
+    debug_assert!(
+        open_for(engine, client),
+        "a shared batch its client may not run"
+    );
     if super::refuses(shared, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
