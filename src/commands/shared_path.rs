@@ -690,12 +690,18 @@ mod tests {
         (shared, c, now)
     }
 
-    fn stat(shared: &Shared, name: &str) -> (u64, u64) {
+    /// `name`'s INFO commandstats counts, the shared path's folded in.
+    fn command_stat(shared: &Shared, name: &str) -> crate::engine::CommandStat {
         let mut e = shared.engine();
         let e = &mut *e;
         crate::engine::fold_shared_stats(&mut e.stats, &e.shared_stats);
         let (i, _) = table().get(name.as_bytes()).expect("known command");
-        (e.stats[i].calls, e.stats[i].failed)
+        e.stats[i]
+    }
+
+    fn stat(shared: &Shared, name: &str) -> (u64, u64) {
+        let s = command_stat(shared, name);
+        (s.calls, s.failed)
     }
 
     /// A batch's prefetch hashes its BF.EXISTS / CF.* items once: the commands use the hashes
@@ -770,11 +776,8 @@ mod tests {
     fn a_batch_is_timed_once_per_run_and_never_twice() {
         let (shared, mut c, now) = setup();
         let nanos = |name: &str| {
-            let mut e = shared.engine();
-            let e = &mut *e;
-            crate::engine::fold_shared_stats(&mut e.stats, &e.shared_stats);
-            let (i, _) = table().get(name.as_bytes()).expect("known command");
-            (e.stats[i].calls, e.stats[i].nanos)
+            let s = command_stat(&shared, name);
+            (s.calls, s.nanos)
         };
         let (get_calls0, get_nanos0) = nanos("GET");
         let (set_calls0, set_nanos0) = nanos("SET");

@@ -116,7 +116,7 @@ use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
 
-use super::murmur::{bloom_hash32, bloom_hash64};
+use super::murmur::bloom_hash;
 use super::pages::{zeroed_box, Page, Reservation, FLAT_MAX, ZEROS};
 
 // ---------------------------------------------------------------------------------------------
@@ -1128,11 +1128,7 @@ impl ScalingBloom {
     /// The hash pair of `item` for this chain's hash width.
     #[inline]
     fn hash(&self, item: &[u8]) -> (u64, u64) {
-        if self.options & OPT_FORCE64 != 0 {
-            bloom_hash64(item)
-        } else {
-            bloom_hash32(item)
-        }
+        bloom_hash(item, self.hashes_wide())
     }
 
     /// Whether any of `links` holds the item hashed to `(a, b)`, newest link first.

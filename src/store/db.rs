@@ -105,11 +105,7 @@ impl ItemHash {
     pub fn of(item: &[u8], like: ItemHash) -> ItemHash {
         match like {
             ItemHash::Bloom { wide, .. } => {
-                let (a, b) = if wide {
-                    super::murmur::bloom_hash64(item)
-                } else {
-                    super::murmur::bloom_hash32(item)
-                };
+                let (a, b) = super::murmur::bloom_hash(item, wide);
                 ItemHash::Bloom { wide, a, b }
             }
             ItemHash::Cuckoo(_) => ItemHash::Cuckoo(super::cuckoo::Hashed::new(item)),

@@ -87,6 +87,17 @@ pub fn murmur2_32(data: &[u8], seed: u32) -> u32 {
     h
 }
 
+/// The Bloom filter hash pair of a chain of either width: 64 bits (`wide`, `FORCE64`) or the
+/// legacy 32.
+#[inline]
+pub fn bloom_hash(item: &[u8], wide: bool) -> (u64, u64) {
+    if wide {
+        bloom_hash64(item)
+    } else {
+        bloom_hash32(item)
+    }
+}
+
 /// The Bloom filter hash pair `(a, b)` of a 64-bit (`FORCE64`) chain.
 #[inline]
 pub fn bloom_hash64(item: &[u8]) -> (u64, u64) {
