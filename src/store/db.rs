@@ -1068,8 +1068,10 @@ impl Db {
     /// This database for one command under the shared lock, at the command time `now_ms`, with
     /// the arguments the batch's prefetch hashed; it holds no stripe until [`SharedDb::hold`].
     ///
-    /// `inserts`: whether a write may add a key ([`SharedDb::write_or_vacant`]); only when every
-    /// reader under the shared lock holds stripes, [`Store::shared_inserts`].
+    /// `inserts`: whether a write may add a key ([`SharedDb::write_or_vacant`]),
+    /// [`Store::shared_inserts`]: sound because every reader that can run beside the write holds
+    /// stripes (with one thread running batches, the batch prefetch runs before the commands,
+    /// never beside them: [`Store::parallel_batches`]).
     pub fn shared_view<'a>(
         &'a self,
         stripes: &'a Stripes,

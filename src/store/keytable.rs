@@ -175,7 +175,7 @@ pub fn stripe_of(h: u64) -> usize {
 /// [`KeyTable::find_for_write`] and the `*_shared` changes) check them. Release builds record
 /// nothing and check nothing: the marks are empty structs. What the check cannot see: a read of a
 /// segment through a path that calls none of those methods (`KeyTable::prefetch`, which reads a
-/// key map's structure only, and only under a stripe when that structure can change).
+/// key map's structure only, under a stripe when another thread may be changing it).
 pub mod held {
     use std::marker::PhantomData;
 
@@ -288,8 +288,10 @@ type SegExpires = SegCell<HashTable<(Bytes, u64)>>;
 // `remove_expiry_shared`, whose callers hold the segment's stripe for writing (every key of the
 // segment maps to it at the levels where that is allowed); everything that reads a segment's
 // tables under the shared lock holds the stripe of the key it reads (`store::db::SharedDb`), or,
-// when inserts under the shared lock are on, the stripe of the hash it walks (`Db::prefetch`,
-// which reads the key map alone). So a reading `&` and the writing `&mut` never overlap in time,
+// when another thread may be inserting under the shared lock meanwhile (`Store::parallel_batches`
+// with inserts on), the stripe of the hash it walks (`Db::prefetch`, which reads the key map
+// alone; with one thread running batches the walk ends before that thread's commands run, and
+// no other thread inserts). So a reading `&` and the writing `&mut` never overlap in time,
 // and the lock's release/acquire orders them. A segment a snapshot holds (its `Arc` shared) is
 // never changed under the shared lock. What the tables hold (entries, keys and times) is `Send`
 // and `Sync` already, as `T: Send + Sync` requires. Debug builds (and the tests, `profile.ci`)
