@@ -348,6 +348,7 @@ def run_callgrind(args, hb_bin: str, pipelines: list[int]) -> int:
             if args.keep_callgrind:
                 what = re.sub(r'[^A-Za-z0-9]+', '_', test[0]) if test is not None else "idle"
                 keep = Path(args.keep_callgrind) / f"{name}-P{pipeline}-{what}.out"
+                Path(keep).parent.mkdir(parents=True, exist_ok=True)
                 Path(out).replace(keep)
                 print(f"  kept {keep}", file=sys.stderr)
             Path(out).unlink(missing_ok=True)
@@ -478,7 +479,8 @@ def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> 
             prepare(s)
         loads: dict[tuple[int, str], list[float]] = {}
         started = time.monotonic()
-        tests, ok, results, cpu = run_rounds(args, servers, pipelines, loads)
+        split: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
+        tests, ok, results, cpu = run_rounds(args, servers, pipelines, loads, split=split)
         elapsed = time.monotonic() - started
         med = lambda d, k: statistics.median(d[k]) if d.get(k) else None  # noqa: E731
         hbs = [s.name for s in servers if s.name != "redis"]
@@ -507,6 +509,26 @@ def run_workers(args, hb_bin: str, pipelines: list[int], workers: list[str]) -> 
                 ld = loads.get((pipeline, label), [0.0])
                 print(f"| {label} | {pipeline} | {f'{rm:,.0f}' if rm else '—'} | " + " | ".join(cells)
                       + f" | {f'{rc:.2f}' if rc else '—'} | {min(ld):.1f}–{max(ld):.1f} |")
+        # An A/B of two builds changes userspace only; at -P 1 the kernel's ~7 µs a request hides
+        # it in the totals above, so each server's user and system medians are printed too.
+        print()
+        print("Server CPU per request split into user / system time (medians, µs).")
+        print()
+        names = hbs + ["redis"]
+        print("| test | -P | " + " | ".join(f"{n} user | {n} system" for n in names) + " |")
+        print("|---|---:|" + "---:|---:|" * len(names))
+        for pipeline in pipelines:
+            for label, _, _ in tests:
+                cells = []
+                for n in names:
+                    got = split.get((n, pipeline, label))
+                    if got:
+                        cells.append(f"{statistics.median(u for u, _ in got):.2f}")
+                        cells.append(f"{statistics.median(k for _, k in got):.2f}")
+                    else:
+                        cells += ["—", "—"]
+                if any(c != "—" for c in cells):
+                    print(f"| {label} | {pipeline} | " + " | ".join(cells) + " |")
         return 0
     finally:
         for s in servers:
