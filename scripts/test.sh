@@ -8,7 +8,9 @@
 # redis-cli is absent, redis-sentinel when it is absent, postgresql when no initdb is found; a Python venv with redis-py, psycopg and
 # pytest under the cargo target directory).
 #
-# Usage: scripts/test.sh [--no-compat] [--only-compat] [-- extra pytest args]
+# Usage: scripts/test.sh [--no-compat] [--only-compat] [--pgo] [-- extra pytest args]
+# --pgo also builds the profile-guided binary (scripts/build-pgo.sh; needs llvm-profdata) and runs
+# the compat suite against it.
 # Environment: CARGO_TARGET_DIR (honoured), HYPERBLOOM_VENV (venv location override).
 set -euo pipefail
 
@@ -21,13 +23,15 @@ EXAMPLE_REQUIREMENTS=$ROOT/examples/postgres_prefilter/requirements.txt
 
 run_cargo=1
 run_compat=1
+run_pgo=0
 pytest_extra=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --no-compat) run_compat=0 ;;
         --only-compat) run_cargo=0 ;;
+        --pgo) run_pgo=1 ;;
         --) shift; pytest_extra=("$@"); break ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
     shift
@@ -147,6 +151,17 @@ if [[ $run_compat == 1 ]]; then
     # -----------------------------------------------------------------------------------------
     step "example: Bloom filter in front of PostgreSQL (pytest examples/postgres_prefilter)"
     "$VENV/bin/python" -m pytest -q -rsxX -p no:cacheprovider examples/postgres_prefilter
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 6. Optional: the profile-guided build (an experiment, README "Profile-guided build") answers
+#    the compat suite as the plain one does.
+# ---------------------------------------------------------------------------------------------
+if [[ $run_pgo == 1 ]]; then
+    step "profile-guided build (scripts/build-pgo.sh) and the compat suite against it"
+    scripts/build-pgo.sh
+    HYPERBLOOM_BIN=$ROOT/target/pgo/hyperbloom \
+        "$VENV/bin/python" -m pytest -q -rsxX -p no:cacheprovider tests/compat "${pytest_extra[@]}"
 fi
 
 step "all tests passed in $(( $(date +%s) - started ))s"
