@@ -461,6 +461,39 @@ fn clones_share_pages_until_written() {
     assert_eq!(bf.size(), 2000);
 }
 
+/// The add path writes a large filter's pages in place, checking once for the whole array that
+/// no clone shares them ([`Pages::lineage`]). A clone of a clone shares the token too: while any
+/// clone lives, the adds must leave every clone's bits alone; once all are gone they write in
+/// place again. Fails if the token is not shared through clones of clones (the first snapshot
+/// dropped, the second's bits would change).
+#[test]
+fn the_in_place_add_path_spares_every_living_clone() {
+    let mut gen = Items(5);
+    // 2.4 MB in 2 KiB pages: paged, and large enough for the add path's prefetch.
+    let mut bf = ScalingBloom::create(2_000_000, 0.01, 2, false).expect("create");
+    let add_batch = |bf: &mut ScalingBloom, gen: &mut Items| {
+        let items: Vec<[u8; 16]> = (0..1000).map(|_| gen.next_item()).collect();
+        let (answers, err) = bf.add_all(&items);
+        assert_eq!(err, None);
+        assert_eq!(answers.len(), items.len());
+        items
+    };
+    let first = add_batch(&mut bf, &mut gen);
+    let snapshot = bf.clone();
+    let snapshot_of_snapshot = snapshot.clone();
+    let before = snapshot_of_snapshot.links()[0].to_bytes();
+    drop(snapshot);
+    let second = add_batch(&mut bf, &mut gen);
+    assert_eq!(snapshot_of_snapshot.links()[0].to_bytes(), before);
+    assert!(second.iter().any(|i| !snapshot_of_snapshot.exists(i)));
+    drop(snapshot_of_snapshot);
+    let third = add_batch(&mut bf, &mut gen);
+    for item in first.iter().chain(&second).chain(&third) {
+        assert!(bf.exists(item));
+    }
+    assert!(bf.size() > 2900);
+}
+
 #[test]
 fn raw_parts_round_trip_and_validation() {
     let mut bf = ScalingBloom::create(5, 0.05, 2, false).expect("create");
