@@ -116,10 +116,11 @@
 //! unit, as on the exclusive path. Segment splits stay exclusive: shared inserts may run 1/16
 //! past the split mark, and the exclusive path catches up (up to 4 splits per key it adds, and
 //! in the cron). On with either runtime since 2026-12-06 late night (on one thread the batch
-//! prefetch still takes no stripe: nothing runs beside it; `Store::parallel_batches`). `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds
-//! (2026-12-06 17:34–17:48 UTC, load 1.2–1.7; `for r in 1 2 3; do target/release/examples/
-//! bench_scaling N 1,2 16 C; done` with N = 400k for SET-new/INCR-new, 200k BF.ADD-new, 100k
-//! CF.ADD-new), M ops/s:
+//! prefetch still takes no stripe: nothing runs beside it; `Store::parallel_batches`).
+//! `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds (2026-12-06
+//! 17:34–17:48 UTC, load 1.2–1.7; `for r in 1 2 3; do target/release/examples/bench_scaling N
+//! 1,2 16 C; done` with N = 400k for SET-new/INCR-new, 200k BF.ADD-new, 100k CF.ADD-new), M
+//! ops/s:
 //!
 //! | command, new keys | exclusive, 2 threads | shared, 2 | partitioned, 2 | shared/exclusive | shared/partitioned |
 //! |---|---:|---:|---:|---:|---:|

@@ -1203,7 +1203,7 @@ impl ScalingBloom {
     }
 
     /// Starts the cache misses of `item`'s probes (as [`ScalingBloom::exists`] does first), for
-    /// a pipelined batch that prefetches all its BF.ADD / BF.EXISTS items before running them
+    /// a pipelined batch that prefetches all its BF.EXISTS items before running them
     /// (`commands::prefetch_keys`): one command's probes overlap already, a batch's overlap
     /// across commands too. A hint: nothing is read into the program.
     /// The item's hash pair if it started any (the chain is large enough to be worth it), for
@@ -1220,10 +1220,12 @@ impl ScalingBloom {
 
     /// Starts the cache misses of a lookup in parallel: the first two probes of every link (a
     /// stranger is usually turned away by the first or second probe of each link) and every probe
-    /// of the newest link (where an add writes). It costs instructions (~300 per BF.MADD item on
-    /// a 12 MB link), but skipping it on one-link chains made BF.MADD's server CPU per request
-    /// 1.5-2x worse on that link (issue 15, pinned A/B with bench_load.py): the misses it
-    /// overlaps cost more than the instructions. A chain that stays in the core's L2 skips it:
+    /// of the newest link (an item that is there reads them all: prefetching only two of them
+    /// made a pipelined BF.EXISTS of present items on a 12 MB link 0.79 -> 0.96 µs, issue 15,
+    /// pinned A/B). Adds prefetch their own probes ([`ScalingBloom::prefetch_for_add`]) and come
+    /// here only for a link of more hashes than it keeps. It costs instructions, but the misses
+    /// it overlaps cost more (skipping it on one-link chains once made BF.MADD's server CPU per
+    /// request 1.5-2x worse). A chain that stays in the core's L2 skips it:
     /// there the prefetches are only instructions (issue 15: a 12-link chain of ~30 KB spent a
     /// fifth of BF.EXISTS in them). The newest link is the largest, so `links × newest` bounds the
     /// chain without walking it.
@@ -1235,11 +1237,9 @@ impl ScalingBloom {
         if !self.worth_prefetching() {
             return;
         }
-        {
-            newest.prefetch(a, b, u32::MAX);
-            for l in older.iter().rev() {
-                l.prefetch(a, b, 2);
-            }
+        newest.prefetch(a, b, u32::MAX);
+        for l in older.iter().rev() {
+            l.prefetch(a, b, 2);
         }
     }
 
