@@ -9,7 +9,9 @@
 # How: an instrumented build serves the benchmark's own workload (scripts/bench_load.py, every
 # test at -P 1 and 16, 50 clients), the counts are merged, and the release build is redone with
 # them. Opt-in: the default `cargo build --release` is unchanged. Needs `llvm-profdata` of the
-# compiler's LLVM (`rustup component add llvm-tools`, or the llvm-N package of that version).
+# compiler's LLVM (`rustup component add llvm-tools`, or the llvm-N package of that version), and
+# redis-server, redis-cli and redis-benchmark (bench_load.py runs its reference beside; its
+# numbers are not used).
 #
 # Usage: scripts/build-pgo.sh [-n REQUESTS_PER_TEST]
 set -euo pipefail
@@ -40,7 +42,7 @@ RUSTFLAGS="-Cprofile-generate=$DATA" cargo build --release --bin hyperbloom --ta
     --target-dir target/pgo-gen
 
 echo "== training: bench_load.py, every test, -P 1 and 16, $REQUESTS requests each"
-python3 scripts/bench_load.py --no-reference --hyperbloom "$ROOT/target/pgo-gen/$HOST/release/hyperbloom" \
+python3 scripts/bench_load.py --hyperbloom "$ROOT/target/pgo-gen/$HOST/release/hyperbloom" \
     -n "$REQUESTS" -r 1 -P 16,1 >"$DATA/training.log"
 
 # Beyond the benchmark: the AOF, snapshots, expiry, the keyspace commands and RESP3, so that the
@@ -49,7 +51,8 @@ echo "== training: persistence, expiry, keyspace"
 WORK=$(mktemp -d)
 PORT=$((30000 + RANDOM % 20000))
 "$ROOT/target/pgo-gen/$HOST/release/hyperbloom" --port "$PORT" --bind 127.0.0.1 --dir "$WORK" \
-    --appendonly yes --save "" --loglevel warning >"$DATA/training-server.log" 2>&1 &
+    --appendonly yes --save "" --enable-debug-command yes --loglevel warning \
+    >"$DATA/training-server.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 bench() { redis-benchmark -p "$PORT" -c 50 -r 100000 -q "$@" >>"$DATA/training.log" 2>&1; }
