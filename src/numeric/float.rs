@@ -5,6 +5,10 @@
 //! `parse_long_double` is the INCRBYFLOAT variant (`string2ld`), which also refuses infinity.
 
 /// C `strtod` accepting the whole of `s`; None if not fully consumed or empty.
+///
+/// No allocation on the decimal path: `parse_f64` runs for every value of a `TDIGEST.ADD` and
+/// every quantile asked of `TDIGEST.QUANTILE` (issue 15: three allocations a number were a
+/// third of a 2-quantile request's instructions beside the reply's formatting).
 fn strtod_full(s: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(s).ok()?;
     if text.is_empty() {
@@ -15,15 +19,18 @@ fn strtod_full(s: &[u8]) -> Option<f64> {
         b'-' => (-1.0, &text[1..]),
         _ => (1.0, text),
     };
-    let lower = body.to_ascii_lowercase();
-    if lower == "inf" || lower == "infinity" {
+    if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
         return Some(sign * f64::INFINITY);
     }
-    if lower == "nan" || lower.starts_with("nan(") {
+    let starts_with = |prefix: &str| {
+        body.len() >= prefix.len()
+            && body.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+    };
+    if body.eq_ignore_ascii_case("nan") || starts_with("nan(") {
         return Some(f64::NAN);
     }
-    if let Some(hex) = lower.strip_prefix("0x") {
-        return parse_hex_float(hex).map(|v| sign * v);
+    if starts_with("0x") {
+        return parse_hex_float(&body[2..].to_ascii_lowercase()).map(|v| sign * v);
     }
     // Decimal: digits, optional '.', digits, optional exponent. Rust's parser accepts the same
     // grammar for these forms (but also "inf"/"nan", handled above, and not "+"-less oddities).
@@ -78,12 +85,7 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if v.is_nan() {
         return None;
     }
-    let explicit_inf = {
-        let t = String::from_utf8_lossy(s).to_ascii_lowercase();
-        let t = t.trim_start_matches(['+', '-']);
-        t == "inf" || t == "infinity"
-    };
-    if v.is_infinite() && !explicit_inf {
+    if v.is_infinite() && !is_explicit_inf(s) {
         return None;
     }
     if v == 0.0 && mantissa_is_nonzero(s) {
@@ -91,6 +93,16 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
         return None;
     }
     Some(v)
+}
+
+/// `inf` or `infinity` in any case, after any signs: an infinity the client wrote, not an overflow.
+fn is_explicit_inf(s: &[u8]) -> bool {
+    let start = s
+        .iter()
+        .position(|&c| c != b'+' && c != b'-')
+        .unwrap_or(s.len());
+    let t = &s[start..];
+    t.eq_ignore_ascii_case(b"inf") || t.eq_ignore_ascii_case(b"infinity")
 }
 
 fn mantissa_is_nonzero(s: &[u8]) -> bool {
@@ -122,27 +134,184 @@ pub fn parse_long_double(s: &[u8]) -> Option<f64> {
 /// Formats a double the way Redis's RESP3 double reply and most of its float replies do: `%.17g`,
 /// with `inf`/`-inf`/`nan` spelled as Redis spells them.
 pub fn format_double(d: f64) -> String {
+    double_text(d).as_str().to_owned()
+}
+
+/// [`format_double`] without the allocation, for the reply encoder.
+pub fn double_text(d: f64) -> FloatText {
+    let mut out = FloatText::new();
     if d.is_nan() {
         // glibc's %.17g shows the sign of a NaN (Redis 7.0 prints `-nan` for 0/0 on x86-64).
-        return if d.is_sign_negative() { "-nan" } else { "nan" }.into();
+        out.push_str(if d.is_sign_negative() { "-nan" } else { "nan" });
+    } else if d.is_infinite() {
+        out.push_str(if d > 0.0 { "inf" } else { "-inf" });
+    } else {
+        write_g(d, 17, &mut out);
     }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    format_g(d, 17)
+    out
 }
 
 /// C's `%.<precision>g`.
 pub fn format_g(d: f64, precision: usize) -> String {
+    if !d.is_finite() {
+        return format_double(d);
+    }
+    if precision <= G_MAX_PRECISION {
+        let mut out = FloatText::new();
+        write_g(d, precision, &mut out);
+        return out.as_str().to_owned();
+    }
+    format_g_long(d, precision)
+}
+
+/// The most significant digits [`FloatText`] has room for: `-d.<16 digits>e-308` is 24 bytes.
+const G_MAX_PRECISION: usize = 17;
+
+/// A number's text on the stack: `%.17g` of a finite double is at most 24 bytes.
+pub struct FloatText {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl FloatText {
+    fn new() -> FloatText {
+        FloatText {
+            bytes: [0; 32],
+            len: 0,
+        }
+    }
+
+    /// Only ever called with ASCII that fits: the callers here bound their lengths.
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn push_str(&mut self, s: &str) {
+        for &b in s.as_bytes() {
+            self.push(b);
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever pushed.
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+}
+
+impl std::fmt::Write for FloatText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// `%.<p>g` of a finite `d`, `p` ≤ [`G_MAX_PRECISION`], appended to `out`.
+///
+/// One exact conversion: `%g` rounds to `p` significant digits as `%e` does, and then prints
+/// those digits in `%e` or `%f` form by the exponent, without trailing zeros. The `%f` form of
+/// the same rounding has the same digits (both are the exact value rounded at the same decimal
+/// place), so they are laid out from the `%e` conversion instead of converting again, as the
+/// allocating version did (kept as the oracle of `write_g_matches_the_two_conversion_version`).
+fn write_g(d: f64, precision: usize, out: &mut FloatText) {
+    use std::fmt::Write;
+    if d == 0.0 {
+        out.push_str(if d.is_sign_negative() { "-0" } else { "0" });
+        return;
+    }
+    let p = precision.clamp(1, G_MAX_PRECISION);
+    // `d.ddd…e±x` of |d|: at most 1 + 1 + 16 + 1 + 4 = 23 bytes.
+    let mut e_form = FloatText::new();
+    if write!(e_form, "{:.*e}", p - 1, d.abs()).is_err() {
+        out.push_str(&format_g_long(d, p));
+        return;
+    }
+    let text = e_form.as_bytes();
+    let e_at = text.iter().position(|&c| c == b'e').unwrap_or(text.len());
+    let mut digits = [b'0'; G_MAX_PRECISION];
+    let mut n = 0;
+    for &c in &text[..e_at] {
+        if c.is_ascii_digit() && n < p {
+            digits[n] = c;
+            n += 1;
+        }
+    }
+    // Rust writes the exponent as `e-5`, `e0`, `e308`: a sign only when negative.
+    let exp_text = text.get(e_at + 1..).unwrap_or_default();
+    let (negative, exp_digits) = match exp_text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, exp_text),
+    };
+    let magnitude = exp_digits.iter().fold(0i32, |acc, &c| {
+        acc * 10 + i32::from(c.wrapping_sub(b'0') % 10)
+    });
+    let exp = if negative { -magnitude } else { magnitude };
+    // Without `#`, %g drops trailing zeros of the fraction (and the point if nothing is left).
+    let significant = digits[..n]
+        .iter()
+        .rposition(|&c| c != b'0')
+        .map_or(1, |i| i + 1);
+    if d < 0.0 {
+        out.push(b'-');
+    }
+    if exp < -4 || exp >= p as i32 {
+        out.push(digits[0]);
+        if significant > 1 {
+            out.push(b'.');
+            for &c in &digits[1..significant] {
+                out.push(c);
+            }
+        }
+        out.push(b'e');
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let x = exp.unsigned_abs();
+        if x >= 100 {
+            out.push(b'0' + (x / 100) as u8);
+        }
+        out.push(b'0' + (x / 10 % 10) as u8);
+        out.push(b'0' + (x % 10) as u8);
+    } else if exp >= 0 {
+        // exp < p: the integer part is the first exp + 1 digits.
+        let int_len = exp as usize + 1;
+        for &c in &digits[..int_len] {
+            out.push(c);
+        }
+        if significant > int_len {
+            out.push(b'.');
+            for &c in &digits[int_len..significant] {
+                out.push(c);
+            }
+        }
+    } else {
+        // -4 ≤ exp < 0: `0.`, then -exp - 1 zeros, then the digits (the first is not zero).
+        out.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            out.push(b'0');
+        }
+        for &c in &digits[..significant] {
+            out.push(c);
+        }
+    }
+}
+
+/// `%.<precision>g` for precisions past [`G_MAX_PRECISION`] (no caller asks for one today): two
+/// allocating conversions.
+fn format_g_long(d: f64, precision: usize) -> String {
     if d == 0.0 {
         return if d.is_sign_negative() {
             "-0".into()
         } else {
             "0".into()
         };
-    }
-    if !d.is_finite() {
-        return format_double(d);
     }
     let p = precision.max(1);
     // Exponent as %e would print it after rounding to p significant digits.
@@ -183,6 +352,65 @@ mod tests {
         assert_eq!(format_g(123456789.0, 6), "1.23457e+08");
     }
 
+    /// The stack version against the two-conversion one it replaced, over doubles of every
+    /// exponent (bit patterns from a fixed xorshift), every precision, and the edge cases of the
+    /// form switch (powers of ten, 9.99… rounding up across it).
+    #[test]
+    fn write_g_matches_the_two_conversion_version() {
+        let mut edge = vec![
+            1e-5,
+            9.9999e-5,
+            0.0001,
+            0.00009999999999999999,
+            1e16,
+            1e17,
+            9.999999999999999e16,
+            99999999999999999.0,
+            123456789.0,
+            0.5,
+            2.5,
+            1.5e-300,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ];
+        for e in -310..310 {
+            edge.push(10f64.powi(e));
+            edge.push(9.5 * 10f64.powi(e));
+            edge.push(9.999999999999999 * 10f64.powi(e));
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut values: Vec<f64> = edge.iter().flat_map(|&v| [v, -v]).collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x);
+            if v.is_finite() {
+                values.push(v);
+            }
+            values.push((x >> 11) as f64 / (1u64 << 40) as f64);
+        }
+        for &v in values.iter().filter(|v| v.is_finite()) {
+            for p in 1..=G_MAX_PRECISION {
+                let mut out = FloatText::new();
+                write_g(v, p, &mut out);
+                assert_eq!(out.as_str(), format_g_long(v, p), "{v:e} at precision {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn double_text_spells_the_specials_as_redis() {
+        assert_eq!(double_text(f64::INFINITY).as_str(), "inf");
+        assert_eq!(double_text(f64::NEG_INFINITY).as_str(), "-inf");
+        assert_eq!(double_text(f64::NAN).as_str(), "nan");
+        assert_eq!(double_text(-f64::NAN).as_str(), "-nan");
+        assert_eq!(double_text(-0.0).as_str(), "-0");
+        assert_eq!(double_text(0.1).as_str(), "0.10000000000000001");
+        assert_eq!(double_text(-1e300).as_str(), "-1.0000000000000001e+300");
+    }
+
     #[test]
     fn string2d_rules() {
         assert_eq!(parse_f64(b"0.01"), Some(0.01));
@@ -198,5 +426,11 @@ mod tests {
         assert_eq!(parse_f64(b"1e-999"), None);
         assert_eq!(parse_f64(b"abc"), None);
         assert_eq!(parse_f64(b""), None);
+        assert_eq!(parse_f64(b"-INFINITY"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"+Inf"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"NaN(123)"), None);
+        assert_eq!(parse_f64(b"0X1P4"), Some(16.0));
+        assert_eq!(parse_f64(b"-1e400"), None);
+        assert_eq!(parse_f64(b"infin"), None);
     }
 }

@@ -9,5 +9,5 @@ pub mod float;
 pub mod int;
 pub mod longdouble;
 
-pub use float::{format_double, format_g, parse_f64, parse_long_double};
+pub use float::{double_text, format_double, format_g, parse_f64, parse_long_double, FloatText};
 pub use int::{parse_i64, parse_u64};

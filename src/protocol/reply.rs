@@ -8,7 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::CmdError;
-use crate::numeric::format_double;
+use crate::numeric::double_text;
 use crate::numeric::int::write_i64;
 
 /// One reply, in the shape of RESP3.
@@ -41,7 +41,7 @@ pub enum Reply {
     /// build, walk and free (issue 15: a 10-item BF.MADD spent ~1,200 of its ~14,700
     /// instructions on its array of ten `Reply::Bool`s).
     Bools { bits: u64, len: u8 },
-    /// `,d` in RESP3; a bulk string in RESP2. Formatted like Redis's `%.17g` via [`format_double`].
+    /// `,d` in RESP3; a bulk string in RESP2. Formatted like Redis's `%.17g` via [`double_text`](crate::numeric::double_text).
     Double(f64),
     /// `=n\r\ntxt:...` in RESP3; a bulk string in RESP2.
     Verbatim(Bytes),
@@ -196,7 +196,7 @@ impl Reply {
                 }
             }
             Reply::Double(d) => {
-                let text = format_double(*d);
+                let text = double_text(*d);
                 if resp3 {
                     out.put_u8(b',');
                     out.put_slice(text.as_bytes());
