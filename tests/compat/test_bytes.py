@@ -154,6 +154,49 @@ def test_same_bytes_as_redis(hb, real, protocol, name, cmds):
     compare(hb, real, cmds, protocol)
 
 
+def incrbyfloat_sequence(seed: int, keys: int, per_key: int) -> list[list[str]]:
+    """Random INCRBYFLOATs (and the SETs they start from) in every form string2ld takes: integers,
+    short and long decimals, exponents, hex, 20+ significant digits, infinities and junk. The
+    server takes a 128-bit path for the common forms and an exact big-integer path for the rest;
+    both must give Redis's x87 long-double bytes."""
+    import random
+
+    rng = random.Random(seed)
+
+    def number() -> str:
+        k = rng.random()
+        if k < 0.2:
+            return str(rng.randint(-10**6, 10**6))
+        if k < 0.4:
+            return repr(rng.uniform(-1000, 1000))
+        if k < 0.55:
+            return f"{rng.uniform(-1, 1):.{rng.randint(1, 20)}f}"
+        if k < 0.7:
+            return f"{rng.uniform(1, 9)}e{rng.randint(-30, 30)}"
+        if k < 0.8:
+            return rng.choice(["0.1", "0.2", "-0.3", "1e-17", "1e17", "123456789012345678901234",
+                               "0.000000000000000001", "5.", "+.5", "1E3", "0x1p-3", "1e4000",
+                               "-inf", "abc"])
+        if k < 0.9:
+            return f"{rng.randint(-10**18, 10**18)}.{rng.randint(0, 10**6)}"
+        return repr(rng.uniform(-1e-5, 1e-5))
+
+    cmds = []
+    for key in range(keys):
+        name = f"f{key}"
+        if rng.random() < 0.5:
+            cmds.append(["SET", name, number()])
+        cmds += [["INCRBYFLOAT", name, number()] for _ in range(per_key)]
+        cmds.append(["GET", name])
+    return cmds
+
+
+def test_incrbyfloat_random_bytes(hb, real):
+    cmds = incrbyfloat_sequence(seed=15, keys=60, per_key=40)
+    needs(hb, real, cmds)
+    compare(hb, real, cmds, 2)
+
+
 def test_inline_and_pipelined_bytes(hb, real):
     """Inline commands and several requests in one write, compared as one reply stream."""
     stream = b"PING\r\nSET a \"x y\"\r\nGET a\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\nECHO 'q'\r\n\r\nDEL a\r\n"
