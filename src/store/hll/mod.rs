@@ -427,14 +427,25 @@ pub fn merge_apply(
         dense_max_into(body, &mut regs);
         pack_dense(&regs, body);
     } else {
-        for (j, &m) in max.iter().enumerate() {
-            if m == 0 {
+        // Sparse inputs set few registers: skip the zero ones a block at a time (issue 15: the
+        // register-by-register scan was ~130,000 of a sparse PFMERGE's ~136,000 instructions,
+        // against Redis's ~121,000 for the same loop).
+        const BLOCK: usize = 64;
+        for (block, chunk) in max.chunks_exact(BLOCK).enumerate() {
+            // An OR over the block, without an early exit, so that it vectorises.
+            if chunk.iter().fold(0u8, |acc, &m| acc | m) == 0 {
                 continue;
             }
-            if dest.get(4) == Some(&ENC_DENSE) {
-                dense_raise(&mut dest[HEADER_LEN..], j, m & REGISTER_MAX);
-            } else {
-                sparse_set(dest, j, m & REGISTER_MAX, max_bytes)?;
+            for (i, &m) in chunk.iter().enumerate() {
+                if m == 0 {
+                    continue;
+                }
+                let j = block * BLOCK + i;
+                if dest.get(4) == Some(&ENC_DENSE) {
+                    dense_raise(&mut dest[HEADER_LEN..], j, m & REGISTER_MAX);
+                } else {
+                    sparse_set(dest, j, m & REGISTER_MAX, max_bytes)?;
+                }
             }
         }
     }
