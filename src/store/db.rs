@@ -58,12 +58,6 @@ use crate::events;
 
 pub type KeyMap<V> = HashMap<Bytes, V, ahash::RandomState>;
 
-/// A fixed-seed hasher used for SCAN cursors: the cursor is a position in hash order, so it must not
-/// change between calls or restarts.
-fn scan_hash(key: &[u8]) -> u64 {
-    ahash::RandomState::with_seeds(0x68797065, 0x72626c6f, 0x6f6d5343, 0x414e2121).hash_one(key)
-}
-
 /// What a read-only command needs of its database, so that one implementation of the command
 /// serves both paths of `commands::shared_path`: [`Db`] itself under the exclusive keyspace lock
 /// (a lookup reclaims a due key and raises `keymiss`, as Redis's `lookupKeyRead`), and
@@ -1678,71 +1672,13 @@ impl Db {
             .filter(|k| !self.is_due(k))
     }
 
-    /// One SCAN step. The cursor is a position in a fixed hash order: each call returns the live keys
-    /// whose hash is at or after the cursor, the `count` smallest, and the next cursor (0 when done).
-    /// A key present for the whole scan is returned exactly once, whatever is added or removed
-    /// meanwhile (the order does not depend on the table's buckets, so growth and shrinking change
-    /// nothing). Each call walks the map once: O(n) per call; see the module docs of
-    /// `commands::keyspace`.
+    /// One SCAN step: the live keys at or after `cursor` in scan order, `count` of them (more
+    /// when keys share the last one's position), and the next cursor (0 when done). A key
+    /// present for the whole scan is returned exactly once, whatever is added or removed
+    /// meanwhile; each step costs O(keys of a segment), not O(keys)
+    /// ([`KeyTable::scan`](super::keytable::KeyTable::scan)).
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
-        self.scan_by(cursor, count, scan_hash)
-    }
-
-    fn scan_by(&self, cursor: u64, count: usize, hash: impl Fn(&[u8]) -> u64) -> (u64, Vec<Bytes>) {
-        let count = count.max(1);
-        let mut picked: std::collections::BinaryHeap<(u64, Bytes)> = Default::default();
-        // Keys left out whose hash equals the greatest picked one (64-bit collisions): they go
-        // with this page, or the next cursor (one past that hash) would skip them for good.
-        let mut ties: Vec<Bytes> = Vec::new();
-        let mut ties_hash = 0;
-        for k in self.table.iter().map(Entry::key) {
-            let h = hash(k);
-            if h < cursor || self.is_due(k) {
-                continue;
-            }
-            if picked.len() < count {
-                picked.push((h, Bytes::copy_from_slice(k)));
-                continue;
-            }
-            let Some(&(top, _)) = picked.peek() else {
-                continue;
-            };
-            if h > top {
-                continue;
-            }
-            let left_out = if h < top {
-                let old = picked.pop();
-                picked.push((h, Bytes::copy_from_slice(k)));
-                match old {
-                    Some((_, key)) => key,
-                    None => continue,
-                }
-            } else {
-                Bytes::copy_from_slice(k)
-            };
-            // `top` only decreases, so older ties (of a greater hash) are no longer needed.
-            if ties_hash != top {
-                ties.clear();
-                ties_hash = top;
-            }
-            ties.push(left_out);
-        }
-        if picked.len() < count {
-            let keys = picked
-                .into_sorted_vec()
-                .into_iter()
-                .map(|(_, k)| k)
-                .collect();
-            return (0, keys);
-        }
-        let sorted = picked.into_sorted_vec();
-        let last = sorted.last().map(|(h, _)| *h).unwrap_or(0);
-        let next = last.checked_add(1).unwrap_or(0);
-        let mut keys: Vec<Bytes> = sorted.into_iter().map(|(_, k)| k).collect();
-        if ties_hash == last {
-            keys.append(&mut ties);
-        }
-        (next, keys)
+        self.table.scan(cursor, count, |h, k| !self.is_due_h(h, k))
     }
 
     /// A uniformly chosen live key (RANDOMKEY). O(segments + one segment's keys).
@@ -2124,22 +2060,60 @@ mod tests {
     }
 
     #[test]
+    fn a_scan_step_looks_at_a_segment_not_the_table() {
+        let mut db = db_at(0);
+        for i in 0..100_000 {
+            db.insert(Bytes::from(format!("key:{i}")), Value::str(b""));
+        }
+        // Every key a step considers passes through `keep`: one segment's worth (at most about
+        // 3 × SEG_KEYS), not the table's 100,000, which SCAN once walked on every step.
+        let looked = std::cell::Cell::new(0usize);
+        let mut cursor = 0;
+        let mut steps = 0;
+        let mut seen = 0;
+        loop {
+            looked.set(0);
+            let (next, keys) = db.table.scan(cursor, 10, |_, _| {
+                looked.set(looked.get() + 1);
+                true
+            });
+            assert!(
+                looked.get() <= 3 * crate::store::keytable::SEG_KEYS,
+                "step {steps} looked at {} keys",
+                looked.get()
+            );
+            seen += keys.len();
+            steps += 1;
+            if next == 0 || steps == 300 {
+                break;
+            }
+            cursor = next;
+        }
+        assert!(seen >= 10 * 300, "{seen} keys in {steps} steps");
+    }
+
+    #[test]
     fn scan_returns_keys_whose_hashes_collide_across_a_page_boundary() {
         let mut db = db_at(0);
         for i in 0..200 {
             db.insert(Bytes::from(format!("key:{i}")), Value::str(b""));
         }
-        // Hashes with many collisions (a real 64-bit collision is rare, not impossible), and one
-        // at u64::MAX, where the next cursor wraps to 0.
-        let few = |k: &[u8]| match k.len() % 4 {
-            3 => u64::MAX,
-            n => (k[k.len() - 1] % 5) as u64 * 1000 + n as u64,
+        // Positions with many collisions (a real 64-bit hash collision is rare, not impossible),
+        // and some at u64::MAX, where the next cursor wraps to 0. The top 4 bits stay: 200 keys
+        // fill 2 segments, so equal positions stay within a segment, as real ones do.
+        let few = |h: u64| {
+            let p = crate::store::keytable::scan_position(h);
+            if h % 4 == 3 {
+                p | (u64::MAX >> 4)
+            } else {
+                p & !(u64::MAX >> 4) | (h % 5)
+            }
         };
         for count in [1, 2, 3, 7, 10, 1000] {
             let mut seen = std::collections::HashSet::new();
             let mut cursor = 0;
             loop {
-                let (next, keys) = db.scan_by(cursor, count, few);
+                let (next, keys) = db.table.scan_by(cursor, count, |_, _| true, few);
                 for k in keys {
                     assert!(seen.insert(k), "count {count}: a key returned twice");
                 }

@@ -422,6 +422,16 @@ fn seg_bits(h: u64) -> usize {
     (h >> SEG_SHIFT) as usize
 }
 
+/// The most segments one SCAN step visits ([`KeyTable::scan`]).
+pub const SCAN_SEGMENTS_MAX: usize = 64;
+
+/// A key's place in SCAN order, from its hash `h`: the segment bits reversed, so that the keys of
+/// a segment are one interval of positions at every depth, then the bits below them. One-to-one
+/// on hashes: only keys whose 64-bit hashes collide share a position.
+pub fn scan_position(h: u64) -> u64 {
+    (h >> SEG_SHIFT).reverse_bits() | (h & ((1 << SEG_SHIFT) - 1))
+}
+
 /// A segment for writing: copied first if a snapshot holds it ([`Arc::make_mut`]), without
 /// `make_mut`'s locked compare-exchange when it is ours alone, the case of every write outside a
 /// save (issue 15: the copy-on-write table had added ~330-420 instructions to each write).
@@ -913,6 +923,105 @@ impl KeyTable {
                     }
                 }
             }
+        }
+    }
+
+    /// One SCAN step: the keys whose [`scan_position`] is at or after `cursor`, in position order,
+    /// the first `count` that `keep` (given the key's hash and the key) accepts, extended over
+    /// keys sharing the last one's position; and the next cursor, 0 when the walk is done.
+    ///
+    /// A key's position is its segment bits reversed (then its low hash bits): the keys of one
+    /// segment, which share their low `depth` segment bits, fill one interval of positions, and
+    /// a split cuts a segment's interval in two, a merge joins two back (Redis's reverse-binary
+    /// cursor, over linear hashing's segments instead of a power-of-two bucket array). So a step
+    /// visits only the segments its cursor's interval and the next ones cover, O([`SEG_KEYS`])
+    /// each, and a key present for the whole walk is returned exactly once, however the table
+    /// grows or shrinks meanwhile: positions never move. It visits at most
+    /// [`SCAN_SEGMENTS_MAX`] segments, so a step over emptied segments stays short (Redis bounds
+    /// its empty buckets the same way); it may then return fewer keys than `count`.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        count: usize,
+        keep: impl Fn(u64, &[u8]) -> bool,
+    ) -> (u64, Vec<Bytes>) {
+        self.scan_by(cursor, count, keep, scan_position)
+    }
+
+    /// [`KeyTable::scan`] with another position function, for tests that need positions to
+    /// collide: `position(h)` must keep the top bits of [`scan_position`] up to the table's
+    /// depth, so that equal positions stay within one segment.
+    pub(crate) fn scan_by(
+        &self,
+        mut cursor: u64,
+        count: usize,
+        keep: impl Fn(u64, &[u8]) -> bool,
+        position: impl Fn(u64) -> u64,
+    ) -> (u64, Vec<Bytes>) {
+        let count = count.max(1);
+        let mut out: Vec<Bytes> = Vec::new();
+        let mut page: Vec<(u64, &Entry)> = Vec::new();
+        for _ in 0..SCAN_SEGMENTS_MAX {
+            let (seg, depth) = self.seg_of_position(cursor);
+            // The interval of positions this segment holds ends where the next one starts.
+            let start = (seg as u64).reverse_bits();
+            let end = match depth {
+                0 => None,
+                d => start.checked_add(1u64 << (64 - d)),
+            };
+            page.clear();
+            page.reserve(self.segs[seg].map.len());
+            for e in self.segs[seg].map.iter() {
+                let h = self.hasher.hash_one(e.key());
+                let p = position(h);
+                if p >= cursor && keep(h, e.key()) {
+                    page.push((p, e));
+                }
+            }
+            let need = count - out.len();
+            if page.len() > need {
+                // Only the first `need` positions are ordered; the rest need only be after them.
+                page.select_nth_unstable_by_key(need - 1, |&(p, _)| p);
+                let last = page[need - 1].0;
+                let (first, rest) = page.split_at_mut(need);
+                first.sort_unstable_by_key(|&(p, _)| p);
+                // Keys sharing the last position go with it: the next cursor is past it.
+                let ties = rest.iter().filter(|&&(p, _)| p == last).count();
+                out.extend(first.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
+                out.extend(
+                    rest.iter()
+                        .filter(|&&(p, _)| p == last)
+                        .map(|(_, e)| Bytes::copy_from_slice(e.key())),
+                );
+                if need + ties < page.len() {
+                    // `last` is below the next key's position, so `last + 1` does not wrap.
+                    return (last + 1, out);
+                }
+            } else {
+                page.sort_unstable_by_key(|&(p, _)| p);
+                out.extend(page.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
+            }
+            match end {
+                None => return (0, out),
+                Some(next) => cursor = next,
+            }
+            if out.len() >= count {
+                break;
+            }
+        }
+        (cursor, out)
+    }
+
+    /// The segment holding scan position `p` ([`scan_position`]), and its depth: the number of
+    /// low segment bits its keys share.
+    fn seg_of_position(&self, p: u64) -> (usize, u32) {
+        // The position's top bits are the segment bits' low bits, reversed.
+        let x = p.reverse_bits() as usize;
+        let i = x & ((1usize << self.level) - 1);
+        if i < self.split {
+            (x & ((2usize << self.level) - 1), self.level + 1)
+        } else {
+            (i, self.level)
         }
     }
 
