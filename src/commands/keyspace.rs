@@ -8,11 +8,13 @@
 //! now deletes the key and still replies 1. TTL and EXPIRETIME round milliseconds to the nearest second
 //! as Redis does (`(ms + 500) / 1000`).
 //!
-//! SCAN uses `Db::scan`: the cursor is a position in a fixed hash order, so a key present for the whole
-//! iteration is returned exactly once whatever happens to the keyspace meanwhile. The cursor values
-//! differ from Redis's (which walks its hash table buckets), as any client must allow. Each call walks
-//! the map once (O(n)); COUNT is the number of keys examined before MATCH / TYPE filter them, so a page
-//! may come back empty with a nonzero cursor, as in Redis.
+//! SCAN uses `Db::scan`: the cursor is a position in the key table's scan order (its segment bits
+//! reversed, `store::keytable::scan_position`), so a key present for the whole iteration is
+//! returned exactly once whatever happens to the keyspace meanwhile. The cursor values differ from
+//! Redis's (which walks its hash table buckets), as any client must allow. A call looks at one
+//! segment's keys (~128-256), or a few when they run out, not at the whole keyspace; COUNT is the
+//! number of keys taken before MATCH / TYPE filter them, so a page may come back empty with a
+//! nonzero cursor, as in Redis.
 //!
 //! OBJECT ENCODING derives the encoding from the value (`int`, `embstr`, `raw` for strings, as
 //! `tryObjectEncoding` would choose for the bytes), unless the database recorded an override: Redis
