@@ -422,6 +422,13 @@ fn seg_bits(h: u64) -> usize {
     (h >> SEG_SHIFT) as usize
 }
 
+/// The slots per segment of [`KeyTable::random_entry`]'s draw: 8 × [`SEG_KEYS`], so a draw
+/// lands on a key with a chance of 1/8 to 1/4 and 64 draws all miss about once in 2,500.
+pub const RANDOM_SLOTS: usize = 8 * SEG_KEYS;
+
+/// Draws before [`KeyTable::random_entry`] falls back to the walk.
+const RANDOM_DRAWS: usize = 64;
+
 /// The most segments one SCAN step visits ([`KeyTable::scan`]).
 pub const SCAN_SEGMENTS_MAX: usize = 64;
 
@@ -1025,7 +1032,44 @@ impl KeyTable {
         }
     }
 
-    /// The `n`th entry in iteration order (RANDOMKEY): O(segments + one segment).
+    /// A uniformly chosen entry (RANDOMKEY), drawn from `seed` by rejection: a segment chosen
+    /// uniformly, then a slot below [`RANDOM_SLOTS`]; a slot past the segment's keys draws again.
+    /// Each draw picks every key with the same chance, 1 / (segments × `RANDOM_SLOTS`), as long
+    /// as no segment holds more than `RANDOM_SLOTS` keys (linear hashing keeps them near 128-256;
+    /// one past the bound that a draw meets, or a run of bad draws, falls back to
+    /// [`KeyTable::nth`]). A draw reads one segment: a few cache misses, where `nth` alone walks
+    /// every segment's header (~8,000 for a million keys).
+    pub fn random_entry(&self, seed: u64) -> Option<&Entry> {
+        let len = self.len();
+        if len == 0 {
+            return None;
+        }
+        // splitmix64, its state started from the seed mixed, so that neighbouring seeds give
+        // unrelated streams (not the same stream shifted by a step).
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let mut state = mix(seed);
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            mix(state)
+        };
+        for _ in 0..RANDOM_DRAWS {
+            let seg = &self.segs[(next() % self.segs.len() as u64) as usize];
+            if seg.map.len() > RANDOM_SLOTS {
+                break;
+            }
+            let slot = (next() % RANDOM_SLOTS as u64) as usize;
+            if slot < seg.map.len() {
+                return seg.map.iter().nth(slot);
+            }
+        }
+        self.nth((next() % len as u64) as usize)
+    }
+
+    /// The `n`th entry in iteration order: O(segments + one segment).
     pub fn nth(&self, mut n: usize) -> Option<&Entry> {
         for s in &self.segs {
             if n < s.map.len() {
