@@ -160,17 +160,7 @@ impl LongDouble {
                         }
                     };
                 }
-                let a = Big::from_u64(ma).shl((ea - e) as usize);
-                let b = Big::from_u64(mb).shl((eb - e) as usize);
-                if self.neg == other.neg {
-                    round_big(self.neg, &a.add(&b), e, false)
-                } else {
-                    match a.cmp(&b) {
-                        Ordering::Equal => LongDouble::ZERO,
-                        Ordering::Greater => round_big(self.neg, &a.sub(&b), e, false),
-                        Ordering::Less => round_big(other.neg, &b.sub(&a), e, false),
-                    }
-                }
+                sum_big((self.neg, ma, ea), (other.neg, mb, eb))
             }
         }
     }
@@ -279,62 +269,24 @@ fn human_u128(neg: bool, mant: u64, exp: i64) -> String {
 /// [`round_big`] for a value that fits in 128 bits: the same rounding, the same canonical form.
 fn round_u128(neg: bool, n: u128, e2: i64, sticky: bool) -> LongDouble {
     if n == 0 {
-        return LongDouble {
-            neg,
-            kind: Kind::Zero,
-        };
+        return signed(neg, Kind::Zero);
     }
-    let len = 128 - i64::from(n.leading_zeros());
-    let msb = len - 1 + e2;
-    if msb > MAX_MSB_EXP + 1 {
-        return LongDouble {
-            neg,
-            kind: Kind::Inf,
-        };
-    }
-    let lsb = (msb - 63).max(MIN_LSB_EXP);
-    let shift = lsb - e2;
-    let (mut mant, mut exp) = if shift <= 0 {
-        // Exact: at most 64 bits (the shift left is at most 63, since len ≥ 1).
-        ((n as u64) << (-shift) as u32, lsb)
-    } else if shift > 128 {
-        // Everything is below half of the lowest bit kept.
-        (0, lsb)
-    } else {
-        let shift = shift as u32;
-        let mut m = if shift == 128 { 0 } else { n >> shift };
-        let half = (n >> (shift - 1)) & 1 == 1;
-        let below = sticky || (shift > 1 && n & ((1u128 << (shift - 1)) - 1) != 0);
-        if half && (below || m & 1 == 1) {
-            m += 1;
-        }
-        let mut exp = lsb;
-        if m >> 64 != 0 {
-            m >>= 1;
-            exp += 1;
-        }
-        (m as u64, exp)
+    let Some((lsb, shift)) = rounding_cut(128 - i64::from(n.leading_zeros()), e2) else {
+        return signed(neg, Kind::Inf);
     };
-    if mant == 0 {
-        return LongDouble {
-            neg,
-            kind: Kind::Zero,
-        };
+    if shift <= 0 {
+        // Exact: at most 64 bits (the shift left is at most 63, since n is not zero).
+        return canonical(neg, (n as u64) << (-shift) as u32, lsb);
     }
-    let tz = mant.trailing_zeros();
-    mant >>= tz;
-    exp += i64::from(tz);
-    let top = exp + 63 - i64::from(mant.leading_zeros());
-    if top > MAX_MSB_EXP {
-        return LongDouble {
-            neg,
-            kind: Kind::Inf,
-        };
+    if shift > 128 {
+        // Everything is below half of the lowest bit kept.
+        return signed(neg, Kind::Zero);
     }
-    LongDouble {
-        neg,
-        kind: Kind::Finite { mant, exp },
-    }
+    let shift = shift as u32;
+    let kept = if shift == 128 { 0 } else { n >> shift };
+    let half = (n >> (shift - 1)) & 1 == 1;
+    let below = sticky || (shift > 1 && n & ((1u128 << (shift - 1)) - 1) != 0);
+    round_kept(neg, kept, half, below, lsb)
 }
 
 /// The common decimal in 128-bit integers: at most 19 significant digits (a `u64`) scaled by at
@@ -401,15 +353,19 @@ fn parse_decimal(s: &[u8]) -> Option<Kind> {
         }
         i += 1;
     }
+    let exp10 = exponent_to_end(s, i, seen_digit)?;
+    // `None` from the fast path: out of its range (or an underflow, which the big path finds too).
+    decimal_u128(acc, exp10.saturating_sub(frac_digits)).or_else(|| parse_decimal_big(s))
+}
+
+/// After a decimal mantissa that ended at `i`: its exponent (0 without one), provided the
+/// mantissa had a digit and nothing follows the exponent.
+fn exponent_to_end(s: &[u8], mut i: usize, seen_digit: bool) -> Option<i64> {
     if !seen_digit {
         return None;
     }
     let exp10 = parse_exponent(s, &mut i, b'e')?;
-    if i != s.len() {
-        return None;
-    }
-    // `None` from the fast path: out of its range (or an underflow, which the big path finds too).
-    decimal_u128(acc, exp10.saturating_sub(frac_digits)).or_else(|| parse_decimal_big(s))
+    (i == s.len()).then_some(exp10)
 }
 
 /// [`parse_decimal`] for any number of digits and any exponent, in big integers.
@@ -432,13 +388,7 @@ fn parse_decimal_big(s: &[u8]) -> Option<Kind> {
             i += 1;
         }
     }
-    if !seen_digit {
-        return None;
-    }
-    let exp10 = parse_exponent(s, &mut i, b'e')?;
-    if i != s.len() {
-        return None;
-    }
+    let exp10 = exponent_to_end(s, i, seen_digit)?;
     // Strip leading zeros; a zero mantissa is a zero whatever the exponent.
     let first = digits.iter().position(|&d| d != 0);
     let Some(first) = first else {
@@ -501,64 +451,82 @@ fn parse_hex(s: &[u8]) -> Option<Kind> {
     (kind != Kind::Zero).then_some(kind)
 }
 
+/// The correctly rounded sum of two finite nonzero values `(negative, mant, exp)`, in big
+/// integers: any exponents.
+fn sum_big(a: (bool, u64, i64), b: (bool, u64, i64)) -> LongDouble {
+    let e = a.2.min(b.2);
+    let x = Big::from_u64(a.1).shl((a.2 - e) as usize);
+    let y = Big::from_u64(b.1).shl((b.2 - e) as usize);
+    if a.0 == b.0 {
+        round_big(a.0, &x.add(&y), e, false)
+    } else {
+        match x.cmp(&y) {
+            Ordering::Equal => LongDouble::ZERO,
+            Ordering::Greater => round_big(a.0, &x.sub(&y), e, false),
+            Ordering::Less => round_big(b.0, &y.sub(&x), e, false),
+        }
+    }
+}
+
 /// Rounds `n * 2^e2` (plus a nonzero amount below its last bit when `sticky`) to a long double.
 fn round_big(neg: bool, n: &Big, e2: i64, sticky: bool) -> LongDouble {
     let len = n.bit_len() as i64;
     if len == 0 {
-        return LongDouble {
-            neg,
-            kind: Kind::Zero,
-        };
+        return signed(neg, Kind::Zero);
     }
+    let Some((lsb, shift)) = rounding_cut(len, e2) else {
+        return signed(neg, Kind::Inf);
+    };
+    if shift <= 0 {
+        // Exact: fits in 64 bits.
+        return canonical(neg, n.low_u64() << (-shift) as u32, lsb);
+    }
+    let shift = shift as usize;
+    let below = sticky || n.any_bits_below(shift - 1);
+    round_kept(neg, n.shr(shift).low_u128(), n.bit(shift - 1), below, lsb)
+}
+
+fn signed(neg: bool, kind: Kind) -> LongDouble {
+    LongDouble { neg, kind }
+}
+
+/// Where a value of `len` significant bits times `2^e2` is cut to 64 bits: the exponent of the
+/// lowest bit kept and how many bits fall below it (≤ 0: none). `None` when it overflows.
+fn rounding_cut(len: i64, e2: i64) -> Option<(i64, i64)> {
     let msb = len - 1 + e2;
     if msb > MAX_MSB_EXP + 1 {
-        return LongDouble {
-            neg,
-            kind: Kind::Inf,
-        };
+        return None;
     }
     let lsb = (msb - 63).max(MIN_LSB_EXP);
-    let shift = lsb - e2;
-    let (mut mant, mut exp) = if shift <= 0 {
-        // Exact: fits in 64 bits.
-        (n.low_u64() << (-shift) as u32, lsb)
-    } else {
-        let shift = shift as usize;
-        let q = n.shr(shift);
-        let mut m = q.low_u128();
-        let half = n.bit(shift - 1);
-        let below = sticky || n.any_bits_below(shift - 1);
-        if half && (below || m & 1 == 1) {
-            m += 1;
-        }
-        let mut exp = lsb;
-        if m >> 64 != 0 {
-            m >>= 1;
-            exp += 1;
-        }
-        (m as u64, exp)
-    };
+    Some((lsb, lsb - e2))
+}
+
+/// The bits kept, rounded to nearest (ties to even) by the first bit dropped (`half`) and
+/// whether any lower one is set (`below`); a carry out of 64 bits moves the exponent.
+fn round_kept(neg: bool, mut kept: u128, half: bool, below: bool, lsb: i64) -> LongDouble {
+    if half && (below || kept & 1 == 1) {
+        kept += 1;
+    }
+    let mut exp = lsb;
+    if kept >> 64 != 0 {
+        kept >>= 1;
+        exp += 1;
+    }
+    canonical(neg, kept as u64, exp)
+}
+
+/// `mant · 2^exp` in canonical form: trailing zero bits stripped (the value unchanged, the form
+/// small), zero and overflow to infinity spelled as such.
+fn canonical(neg: bool, mant: u64, exp: i64) -> LongDouble {
     if mant == 0 {
-        return LongDouble {
-            neg,
-            kind: Kind::Zero,
-        };
+        return signed(neg, Kind::Zero);
     }
-    // Keep the canonical form small: strip trailing zero bits (value unchanged).
     let tz = mant.trailing_zeros();
-    mant >>= tz;
-    exp += tz as i64;
-    let top = exp + 63 - mant.leading_zeros() as i64;
-    if top > MAX_MSB_EXP {
-        return LongDouble {
-            neg,
-            kind: Kind::Inf,
-        };
+    let (mant, exp) = (mant >> tz, exp + i64::from(tz));
+    if exp + 63 - i64::from(mant.leading_zeros()) > MAX_MSB_EXP {
+        return signed(neg, Kind::Inf);
     }
-    LongDouble {
-        neg,
-        kind: Kind::Finite { mant, exp },
-    }
+    signed(neg, Kind::Finite { mant, exp })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -939,18 +907,7 @@ mod tests {
             let fast = a.plus(b);
             let slow = match (a.kind, b.kind) {
                 (Kind::Finite { mant: ma, exp: ea }, Kind::Finite { mant: mb, exp: eb }) => {
-                    let e = ea.min(eb);
-                    let p = Big::from_u64(ma).shl((ea - e) as usize);
-                    let q = Big::from_u64(mb).shl((eb - e) as usize);
-                    if a.neg == b.neg {
-                        round_big(a.neg, &p.add(&q), e, false)
-                    } else {
-                        match p.cmp(&q) {
-                            Ordering::Equal => LongDouble::ZERO,
-                            Ordering::Greater => round_big(a.neg, &p.sub(&q), e, false),
-                            Ordering::Less => round_big(b.neg, &q.sub(&p), e, false),
-                        }
-                    }
+                    sum_big((a.neg, ma, ea), (b.neg, mb, eb))
                 }
                 _ => fast,
             };
