@@ -222,15 +222,12 @@ fn scan(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `RANDOMKEY` → a random live key, or null when the database is empty.
 fn randomkey(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    // A splitmix64 stream: no dependency, and good enough to pick a slot.
-    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let mut z = STATE
-        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-        .wrapping_add(ctx.now_ms);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    Ok(Reply::opt_bulk(ctx.db().random_key(z)))
+    // A different seed per call; the table's draw mixes it (`KeyTable::random_entry`).
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let seed = CALLS
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(ctx.now_ms << 20);
+    Ok(Reply::opt_bulk(ctx.db().random_key(seed)))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,14 +22,11 @@ fn strtod_full(s: &[u8]) -> Option<f64> {
     if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
         return Some(sign * f64::INFINITY);
     }
-    let starts_with = |prefix: &str| {
-        body.len() >= prefix.len()
-            && body.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-    };
-    if body.eq_ignore_ascii_case("nan") || starts_with("nan(") {
+    let starts_with = |prefix: &[u8]| super::starts_with_ignore_case(body.as_bytes(), prefix);
+    if body.eq_ignore_ascii_case("nan") || starts_with(b"nan(") {
         return Some(f64::NAN);
     }
-    if starts_with("0x") {
+    if starts_with(b"0x") {
         return parse_hex_float(&body[2..].to_ascii_lowercase()).map(|v| sign * v);
     }
     // Decimal: digits, optional '.', digits, optional exponent. Rust's parser accepts the same

@@ -83,9 +83,7 @@ impl LongDouble {
                 kind: Kind::Inf,
             });
         }
-        let has_prefix = |prefix: &[u8]| {
-            body.len() >= prefix.len() && body[..prefix.len()].eq_ignore_ascii_case(prefix)
-        };
+        let has_prefix = |prefix: &[u8]| super::starts_with_ignore_case(body, prefix);
         if has_prefix(b"nan") {
             return None;
         }

@@ -9,5 +9,10 @@ pub mod float;
 pub mod int;
 pub mod longdouble;
 
+/// True if `s` starts with `prefix`, ASCII case ignored (`0x`, `nan(` in the float grammars).
+pub(crate) fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
 pub use float::{double_text, format_double, format_g, parse_f64, parse_long_double, FloatText};
 pub use int::{parse_i64, parse_u64};

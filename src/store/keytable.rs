@@ -1044,18 +1044,10 @@ impl KeyTable {
         if len == 0 {
             return None;
         }
-        // splitmix64, its state started from the seed mixed, so that neighbouring seeds give
-        // unrelated streams (not the same stream shifted by a step).
-        let mix = |mut z: u64| {
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        let mut state = mix(seed);
-        let mut next = || {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            mix(state)
-        };
+        // A splitmix64 stream whose state starts from the seed mixed, so that neighbouring
+        // seeds give unrelated streams (not the same stream shifted by a step).
+        let mut state = super::splitmix64(&mut { seed });
+        let mut next = || super::splitmix64(&mut state);
         for _ in 0..RANDOM_DRAWS {
             let seg = &self.segs[(next() % self.segs.len() as u64) as usize];
             if seg.map.len() > RANDOM_SLOTS {

@@ -172,12 +172,7 @@ impl Rng {
 
     /// A value in `0 ..= 2³¹−1`, like `rand()`.
     fn next_31(&mut self) -> u32 {
-        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-        z ^= z >> 31;
-        (z >> 33) as u32
+        (super::splitmix64(&mut self.0) >> 33) as u32
     }
 }
 

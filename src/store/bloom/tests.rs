@@ -10,11 +10,7 @@ impl Items {
     fn next_item(&mut self) -> [u8; 16] {
         let mut out = [0u8; 16];
         for half in out.chunks_exact_mut(8) {
-            self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-            half.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+            half.copy_from_slice(&crate::store::splitmix64(&mut self.0).to_le_bytes());
         }
         out
     }
