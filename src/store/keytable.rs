@@ -88,8 +88,8 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -356,6 +356,11 @@ impl<T> SegCell<T> {
 pub struct Segment {
     map: SegMap,
     expires: SegExpires,
+    /// Keys added to or removed from `map` so far: SCAN's ordered copy of the segment
+    /// ([`ScanCache`]) is good while this has not moved. Atomic for the keys added and removed
+    /// under the shared lock, where the stripe makes the writer the segment's only user, so a
+    /// load and a store (no locked add) suffice; SCAN reads it under the exclusive lock.
+    keys_changed: AtomicU64,
 }
 
 impl Clone for Segment {
@@ -367,11 +372,26 @@ impl Clone for Segment {
         Segment {
             map: self.map.clone(),
             expires: self.expires.clone(),
+            keys_changed: AtomicU64::new(self.keys_changed.load(Ordering::Relaxed)),
         }
     }
 }
 
 impl Segment {
+    /// Counts a key added or removed, on the exclusive path.
+    #[inline]
+    fn changed(&mut self) {
+        *self.keys_changed.get_mut() += 1;
+    }
+
+    /// Counts a key added or removed under the shared lock, by the holder of the segment's
+    /// stripe (its only user meanwhile: [`KeyTable::insert_shared`]).
+    #[inline]
+    fn changed_shared(&self) {
+        let n = self.keys_changed.load(Ordering::Relaxed);
+        self.keys_changed.store(n + 1, Ordering::Relaxed);
+    }
+
     fn expiry(&self, h: u64, key: &[u8]) -> Option<u64> {
         if self.expires.is_empty() {
             return None;
@@ -409,6 +429,13 @@ pub struct KeyTable {
     /// Removals under the shared lock ([`KeyTable::count_shared`]), folded into `removed` by
     /// [`KeyTable::shrink`].
     removed_shared: AtomicUsize,
+    /// Splits and merges so far: they move keys between segments, so SCAN's ordered copies
+    /// ([`ScanCache`]) name the table's shape as well as the segment's changes.
+    reshapes: u64,
+    /// SCAN's ordered copies of the segments its last steps stopped inside ([`KeyTable::scan`]).
+    /// SCAN runs under the exclusive lock, so the mutex is never contended; it lets a `&self`
+    /// step keep the copy.
+    scan_cache: Mutex<ScanCache>,
     hasher: ahash::RandomState,
 }
 
@@ -437,6 +464,118 @@ pub const SCAN_SEGMENTS_MAX: usize = 64;
 /// on hashes: only keys whose 64-bit hashes collide share a position.
 pub fn scan_position(h: u64) -> u64 {
     (h >> SEG_SHIFT).reverse_bits() | (h & ((1 << SEG_SHIFT) - 1))
+}
+
+/// Which segment, in which state, a [`ScanPage`] copies: the same segment index means the same
+/// keys only while no split or merge reshaped the table and no key entered or left the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ScanTag {
+    seg: usize,
+    reshapes: u64,
+    keys_changed: u64,
+}
+
+/// A key of a [`ScanPage`]: its position, its hash (for `keep`) and its bytes in the page's
+/// `keys`.
+#[derive(Debug)]
+struct ScanKey {
+    position: u64,
+    hash: u64,
+    at: usize,
+    len: usize,
+}
+
+/// One segment's keys in SCAN order, copied (one buffer, each key returned as a slice of it).
+#[derive(Debug)]
+struct ScanPage {
+    tag: ScanTag,
+    order: Vec<ScanKey>,
+    keys: Bytes,
+    /// When the page was last used ([`ScanCache`]'s clock), to replace the oldest.
+    used: u64,
+}
+
+impl ScanPage {
+    /// The keys at or after `cursor` that `keep` accepts, the first `need` of them and any
+    /// sharing the last one's position, onto `out`; the next cursor if keys are left after
+    /// them, `None` if the segment's keys ran out.
+    fn take(
+        &self,
+        cursor: u64,
+        need: usize,
+        keep: &impl Fn(u64, &[u8]) -> bool,
+        out: &mut Vec<Bytes>,
+    ) -> Option<u64> {
+        let first = self.order.partition_point(|k| k.position < cursor);
+        let mut taken = 0;
+        let mut last = 0;
+        for k in &self.order[first..] {
+            let key = &self.keys[k.at..k.at + k.len];
+            if !keep(k.hash, key) {
+                continue;
+            }
+            if taken >= need && k.position != last {
+                // `last` is below this key's position, so `last + 1` does not wrap.
+                return Some(last + 1);
+            }
+            out.push(self.keys.slice(k.at..k.at + k.len));
+            taken += 1;
+            last = k.position;
+        }
+        None
+    }
+}
+
+/// The pages SCAN keeps between steps ([`KeyTable::scan`]): a walk with COUNT 10 asks for a
+/// segment's keys in ~13-25 steps, and a step that found its page here binary-searches it
+/// instead of hashing and ordering the segment again. A few pages, so that walks interleaved
+/// from several clients (`redis-cli --scan` beside a monitoring tool) keep theirs. A page is
+/// checked against its segment's state ([`ScanTag`]) before each use, never trusted.
+#[derive(Debug, Default)]
+struct ScanCache {
+    pages: Vec<ScanPage>,
+    clock: u64,
+}
+
+/// Pages [`ScanCache`] keeps.
+const SCAN_PAGES: usize = 4;
+
+/// Key bytes past which a segment's page is not kept (a segment of large keys, which SCAN then
+/// hashes at every step as without the cache): bounds the cache at [`SCAN_PAGES`] × this, memory
+/// `used_memory` does not count.
+const SCAN_PAGE_BYTES_MAX: usize = 64 << 10;
+
+impl ScanCache {
+    fn find(&self, tag: &ScanTag) -> Option<usize> {
+        self.pages.iter().position(|p| p.tag == *tag)
+    }
+
+    fn touch(&mut self, at: usize) -> &ScanPage {
+        self.clock += 1;
+        self.pages[at].used = self.clock;
+        &self.pages[at]
+    }
+
+    /// Keeps `page` in place of a stale page of the same segment, or of the oldest.
+    fn keep(&mut self, mut page: ScanPage) -> &ScanPage {
+        self.clock += 1;
+        page.used = self.clock;
+        let at = if let Some(same) = self.pages.iter().position(|p| p.tag.seg == page.tag.seg) {
+            same
+        } else if self.pages.len() < SCAN_PAGES {
+            self.pages.len()
+        } else {
+            (0..self.pages.len())
+                .min_by_key(|&i| self.pages[i].used)
+                .unwrap_or(0)
+        };
+        if at == self.pages.len() {
+            self.pages.push(page);
+        } else {
+            self.pages[at] = page;
+        }
+        &self.pages[at]
+    }
 }
 
 /// A segment for writing: copied first if a snapshot holds it ([`Arc::make_mut`]), without
@@ -489,6 +628,8 @@ impl KeyTable {
             expires_len: AtomicUsize::new(0),
             removed: 0,
             removed_shared: AtomicUsize::new(0),
+            reshapes: 0,
+            scan_cache: Mutex::new(ScanCache::default()),
             hasher,
         }
     }
@@ -627,6 +768,7 @@ impl KeyTable {
         before_insert(&seg.map);
         seg.map
             .insert_unique(h, entry, |e| hasher.hash_one(e.key()));
+        seg.changed();
         self.grew();
     }
 
@@ -643,6 +785,7 @@ impl KeyTable {
             hashbrown::hash_table::Entry::Occupied(_) => Err(entry),
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(entry);
+                seg.changed();
                 self.grew();
                 Ok(())
             }
@@ -674,6 +817,7 @@ impl KeyTable {
                 if let Some(new) = new {
                     debug_assert!(new.key() == key);
                     v.insert(new);
+                    seg.changed();
                     self.grew();
                 }
                 r
@@ -743,6 +887,7 @@ impl KeyTable {
         before_insert(map);
         let hasher = &self.hasher;
         map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
+        seg.changed_shared();
     }
 
     /// Whether a key of hash `h` could be removed under the shared keyspace lock
@@ -768,9 +913,9 @@ impl KeyTable {
         // SAFETY: as in `insert_shared`: the stripe held for writing makes this the only
         // reference to the map while it lives.
         let map = unsafe { seg.map.shared_mut() };
-        map.find_entry(h, |e| e.key() == key)
-            .ok()
-            .map(|o| o.remove().0)
+        let removed = map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
+        seg.changed_shared();
+        Some(removed)
     }
 
     /// Counts the keys added ([`KeyTable::insert_shared`]) and removed
@@ -794,17 +939,12 @@ impl KeyTable {
         if !self.worth_unsharing(i, h, key) {
             return None;
         }
-        match unshare(&mut self.segs[i])
-            .map
-            .find_entry(h, |e| e.key() == key)
-        {
-            Ok(occupied) => {
-                *self.len.get_mut() -= 1;
-                self.removed += 1;
-                Some(occupied.remove().0)
-            }
-            Err(_) => None,
-        }
+        let seg = unshare(&mut self.segs[i]);
+        let removed = seg.map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
+        seg.changed();
+        *self.len.get_mut() -= 1;
+        self.removed += 1;
+        Some(removed)
     }
 
     // --- TTLs ----------------------------------------------------------------------------------
@@ -946,6 +1086,11 @@ impl KeyTable {
     /// grows or shrinks meanwhile: positions never move. It visits at most
     /// [`SCAN_SEGMENTS_MAX`] segments, so a step over emptied segments stays short (Redis bounds
     /// its empty buckets the same way); it may then return fewer keys than `count`.
+    ///
+    /// A step that stops inside a segment keeps the segment's keys in position order
+    /// ([`ScanCache`]), so the walk's next steps there cost what they return instead of hashing
+    /// the segment's ~128-256 keys (one cache miss each) again: a walk with the default COUNT 10
+    /// visits each segment ~13-25 times.
     pub fn scan(
         &self,
         cursor: u64,
@@ -957,7 +1102,8 @@ impl KeyTable {
 
     /// [`KeyTable::scan`] with another position function, for tests that need positions to
     /// collide: `position(h)` must keep the top bits of [`scan_position`] up to the table's
-    /// depth, so that equal positions stay within one segment.
+    /// depth, so that equal positions stay within one segment, and must be the same function at
+    /// every step on one table (the kept orders hold its positions).
     pub(crate) fn scan_by(
         &self,
         mut cursor: u64,
@@ -966,47 +1112,38 @@ impl KeyTable {
         position: impl Fn(u64) -> u64,
     ) -> (u64, Vec<Bytes>) {
         let count = count.max(1);
-        let mut out: Vec<Bytes> = Vec::new();
-        let mut page: Vec<(u64, &Entry)> = Vec::new();
+        let mut out: Vec<Bytes> = Vec::with_capacity(count.min(SCAN_SEGMENTS_MAX * SEG_KEYS));
+        // Under the exclusive lock, which SCAN holds, the lock is always free.
+        let mut cache = self.scan_cache.try_lock().ok();
         for _ in 0..SCAN_SEGMENTS_MAX {
-            let (seg, depth) = self.seg_of_position(cursor);
+            let (i, depth) = self.seg_of_position(cursor);
+            let seg = &self.segs[i];
             // The interval of positions this segment holds ends where the next one starts.
-            let start = (seg as u64).reverse_bits();
+            let start = (i as u64).reverse_bits();
             let end = match depth {
                 0 => None,
                 d => start.checked_add(1u64 << (64 - d)),
             };
-            page.clear();
-            page.reserve(self.segs[seg].map.len());
-            for e in self.segs[seg].map.iter() {
-                let h = self.hasher.hash_one(e.key());
-                let p = position(h);
-                if p >= cursor && keep(h, e.key()) {
-                    page.push((p, e));
-                }
-            }
             let need = count - out.len();
-            if page.len() > need {
-                // Only the first `need` positions are ordered; the rest need only be after them.
-                page.select_nth_unstable_by_key(need - 1, |&(p, _)| p);
-                let last = page[need - 1].0;
-                let (first, rest) = page.split_at_mut(need);
-                first.sort_unstable_by_key(|&(p, _)| p);
-                // Keys sharing the last position go with it: the next cursor is past it.
-                let ties = rest.iter().filter(|&&(p, _)| p == last).count();
-                out.extend(first.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
-                out.extend(
-                    rest.iter()
-                        .filter(|&&(p, _)| p == last)
-                        .map(|(_, e)| Bytes::copy_from_slice(e.key())),
-                );
-                if need + ties < page.len() {
-                    // `last` is below the next key's position, so `last + 1` does not wrap.
-                    return (last + 1, out);
-                }
-            } else {
-                page.sort_unstable_by_key(|&(p, _)| p);
-                out.extend(page.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
+            let tag = ScanTag {
+                seg: i,
+                reshapes: self.reshapes,
+                keys_changed: seg.keys_changed.load(Ordering::Relaxed),
+            };
+            // A step that takes the rest of the segment leaves nothing for a next one to reuse.
+            let page = match cache.as_deref_mut() {
+                Some(c) if seg.map.len() > need => match c.find(&tag) {
+                    Some(at) => Some(c.touch(at)),
+                    None => self.order_segment(seg, tag, &position).map(|p| c.keep(p)),
+                },
+                _ => None,
+            };
+            let stopped = match page {
+                Some(page) => page.take(cursor, need, &keep, &mut out),
+                None => self.scan_select(seg, cursor, need, &keep, &position, &mut out),
+            };
+            if let Some(next) = stopped {
+                return (next, out);
             }
             match end {
                 None => return (0, out),
@@ -1017,6 +1154,81 @@ impl KeyTable {
             }
         }
         (cursor, out)
+    }
+
+    /// [`ScanPage::take`] without a page: the keys of `seg` at or after `cursor` that `keep`
+    /// accepts, hashed and the first `need` selected by position.
+    fn scan_select(
+        &self,
+        seg: &Segment,
+        cursor: u64,
+        need: usize,
+        keep: &impl Fn(u64, &[u8]) -> bool,
+        position: &impl Fn(u64) -> u64,
+        out: &mut Vec<Bytes>,
+    ) -> Option<u64> {
+        let mut page: Vec<(u64, &Entry)> = Vec::with_capacity(seg.map.len());
+        for e in seg.map.iter() {
+            let h = self.hasher.hash_one(e.key());
+            let p = position(h);
+            if p >= cursor && keep(h, e.key()) {
+                page.push((p, e));
+            }
+        }
+        if page.len() <= need {
+            page.sort_unstable_by_key(|&(p, _)| p);
+            out.extend(page.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
+            return None;
+        }
+        // Only the first `need` positions are ordered; the rest need only be after them.
+        page.select_nth_unstable_by_key(need - 1, |&(p, _)| p);
+        let last = page[need - 1].0;
+        let (first, rest) = page.split_at_mut(need);
+        first.sort_unstable_by_key(|&(p, _)| p);
+        // Keys sharing the last position go with it: the next cursor is past it.
+        let ties = rest.iter().filter(|&&(p, _)| p == last).count();
+        out.extend(first.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
+        out.extend(
+            rest.iter()
+                .filter(|&&(p, _)| p == last)
+                .map(|(_, e)| Bytes::copy_from_slice(e.key())),
+        );
+        // `last` is below the next key's position, so `last + 1` does not wrap.
+        (need + ties < page.len()).then_some(last + 1)
+    }
+
+    /// Every key of `seg`, ordered by position, for [`ScanCache`]; `None` for a segment whose
+    /// keys are too large to keep a copy of ([`SCAN_PAGE_BYTES_MAX`]).
+    fn order_segment(
+        &self,
+        seg: &Segment,
+        tag: ScanTag,
+        position: &impl Fn(u64) -> u64,
+    ) -> Option<ScanPage> {
+        let bytes: usize = seg.map.iter().map(|e| e.key().len()).sum();
+        if bytes > SCAN_PAGE_BYTES_MAX {
+            return None;
+        }
+        let mut keys = Vec::with_capacity(bytes);
+        let mut order = Vec::with_capacity(seg.map.len());
+        for e in seg.map.iter() {
+            let key = e.key();
+            let hash = self.hasher.hash_one(key);
+            order.push(ScanKey {
+                position: position(hash),
+                hash,
+                at: keys.len(),
+                len: key.len(),
+            });
+            keys.extend_from_slice(key);
+        }
+        order.sort_unstable_by_key(|k| k.position);
+        Some(ScanPage {
+            tag,
+            order,
+            keys: Bytes::from(keys),
+            used: 0,
+        })
     }
 
     /// The segment holding scan position `p` ([`scan_position`]), and its depth: the number of
@@ -1101,6 +1313,7 @@ impl KeyTable {
         let mut new = Segment {
             map: SegCell::new(HashTable::with_capacity(old.map.len() / 2)),
             expires: SegCell::new(HashTable::with_capacity(old.expires.len() / 2)),
+            keys_changed: AtomicU64::new(0),
         };
         prefetch_entries(&old.map);
         let tested = Cell::new(0u64);
@@ -1124,6 +1337,7 @@ impl KeyTable {
         }
         shrink_segment(old, hasher);
         self.segs.push(Arc::new(new));
+        self.reshapes += 1;
         self.split += 1;
         if self.split == bit {
             self.level += 1;
@@ -1146,6 +1360,7 @@ impl KeyTable {
         let Some(last) = self.segs.pop() else {
             return 0;
         };
+        self.reshapes += 1;
         // Shared with a snapshot: move clones, the snapshot keeps the original.
         let last = Arc::try_unwrap(last).unwrap_or_else(|shared| (*shared).clone());
         let moved = last.map.len() + last.expires.len();
@@ -1420,5 +1635,51 @@ mod tests {
         assert_eq!(t.len(), len - 1);
         assert!(t.find(h, key).is_none());
         assert_eq!(t.iter().count(), t.len());
+    }
+
+    #[test]
+    fn a_kept_scan_page_is_dropped_when_the_shared_path_changes_its_segment() {
+        let t = table_of(40_000);
+        assert!(t.level >= STRIPE_LEVEL);
+        // A first step stops inside segment 0 and keeps its page.
+        let (cursor, first) = t.scan(0, 3, |_, _| true);
+        assert_eq!(first.len(), 3);
+        assert!(cursor != 0 && t.seg_of_position(cursor).0 == 0);
+        // Under the shared lock: remove a key the walk has not reached, add one.
+        let order = |t: &KeyTable| {
+            let mut keys: Vec<(u64, Vec<u8>)> = t.segs[0]
+                .map
+                .iter()
+                .map(|e| (scan_position(t.hash(e.key())), e.key().to_vec()))
+                .collect();
+            keys.sort();
+            keys
+        };
+        let gone = order(&t)[5].1.clone();
+        let h = t.hash(&gone);
+        assert!(t.can_remove_shared(h));
+        // SAFETY: one thread, no lock to hold: nothing else can look at the table while this
+        // test owns it.
+        assert!(unsafe { t.remove_shared(h, &gone) }.is_some());
+        t.count_shared(0, 1);
+        // The rest of the walk through segment 0 does not return the removed key.
+        let mut cursor = cursor;
+        let mut rest = Vec::new();
+        while cursor != 0 && t.seg_of_position(cursor).0 == 0 {
+            let (next, keys) = t.scan(cursor, 3, |_, _| true);
+            rest.extend(keys);
+            cursor = next;
+        }
+        assert!(
+            rest.iter().all(|k| k[..] != gone[..]),
+            "a removed key returned"
+        );
+        let want: Vec<Vec<u8>> = order(&t).into_iter().skip(3).map(|(_, k)| k).collect();
+        let got: Vec<Vec<u8>> = rest
+            .iter()
+            .filter(|k| t.seg_of(t.hash(k)) == 0)
+            .map(|k| k.to_vec())
+            .collect();
+        assert_eq!(got, want);
     }
 }
