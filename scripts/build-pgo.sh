@@ -3,7 +3,7 @@
 #
 # Why: at -P 1 our userspace runs ~27 % fewer instructions than Redis's but takes as long, because
 # a request's code (tokio's, ours, the kernel's) does not fit L1i: 10.4 instruction-cache misses a
-# request against Redis's 3.3 (callgrind --cache-sim, README "Per request at -P 1"). A profile lets
+# request against Redis's 3.3 (callgrind --cache-sim, docs/benchmarks.md "Per request at -P 1"). A profile lets
 # LLVM lay the hot path out together and move cold branches away, which is what the cache wants.
 #
 # How: an instrumented build serves the benchmark's own workload (scripts/bench_load.py, every

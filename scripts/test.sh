@@ -154,7 +154,7 @@ if [[ $run_compat == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 6. Optional: the profile-guided build (an experiment, README "Profile-guided build") answers
+# 6. Optional: the profile-guided build (an experiment, docs/benchmarks.md "Profile-guided build") answers
 #    the compat suite as the plain one does.
 # ---------------------------------------------------------------------------------------------
 if [[ $run_pgo == 1 ]]; then

@@ -17,8 +17,8 @@
 //! spin again within a step.
 //!
 //! The cost is the core: while the server spins its CPU time is all used, so CPU per request is
-//! no measure of it; throughput and the client's cost per request are (the README's "Busy
-//! polling" section has the figures). On a multi-thread runtime a yield does not keep the other
+//! no measure of it; throughput and the client's cost per request are (docs/benchmarks.md, "Busy
+//! polling", has the figures). On a multi-thread runtime a yield does not keep the other
 //! workers awake, so there the setting is refused with a warning.
 
 use std::sync::atomic::Ordering;

@@ -164,7 +164,7 @@
 //! deletions and TTL changes in tables under 32k keys.
 //!
 //! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
-//! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (README,
+//! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (docs/benchmarks.md,
 //! "Across cores": SET 2.5–3.7×, INCR 1.5–1.8×, BF.ADD 2.3–2.5×, CF.ADD 2.4–2.5×, PFADD 2.1× the
 //! exclusive lock at two threads).
 //!
