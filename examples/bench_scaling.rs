@@ -112,6 +112,25 @@ const TESTS: &[(&str, Gen)] = &[
             vec!["DEL".into(), key]
         }
     }),
+    // Ten keys that exist per request (their stripes all held, `commands::strings`'s
+    // `mset_shared`).
+    ("MSET", |t, i| {
+        let mut argv = vec!["MSET".to_string()];
+        for j in 0..10 {
+            argv.push(format!("key:{t}:{}", (i * 10 + j) % 100_000));
+            argv.push("yyy".into());
+        }
+        argv
+    }),
+    // Ten new keys per request.
+    ("MSET-new", |t, i| {
+        let mut argv = vec!["MSET".to_string()];
+        for j in 0..10 {
+            argv.push(format!("newm:{t}:{}", i * 10 + j));
+            argv.push("xxx".into());
+        }
+        argv
+    }),
     ("GET", |t, i| {
         vec!["GET".into(), format!("key:{t}:{}", i % 100_000)]
     }),
@@ -165,12 +184,13 @@ fn run_one(shared: &Arc<Shared>, argv: Vec<Bytes>) {
     commands::dispatch(shared, &mut engine, &mut c, &argv, commands::now_ms());
 }
 
-/// True if the command runs on the shared-lock path (`commands::shared_path`).
+/// True if the command runs on the shared-lock path (`commands::shared_path`) with batches on
+/// more than one thread.
 fn has_shared_path(name: &str) -> bool {
     let command = name.split('-').next().unwrap_or(name);
     commands::table()
         .get(command.as_bytes())
-        .is_some_and(|(_, spec)| spec.shared.is_some())
+        .is_some_and(|(_, spec)| spec.shared_handler(true).is_some())
 }
 
 /// How the threads share the keyspace.
@@ -244,9 +264,15 @@ fn main() {
                 .map(|_| Shared::new(Config::default(), commands::table().len()))
                 .collect();
             // As the server on a multi-thread runtime: shared-path writes may add keys (unless
-            // BENCH_SHARED_INSERTS=0).
+            // BENCH_SHARED_INSERTS=0); with more than one thread on an engine, its batches run
+            // in parallel, as `server` declares them (the prefetch then holds stripes, and
+            // MSET takes its shared handler).
+            let parallel = engines.len() < n;
             for shared in &engines {
-                shared.engine().store.shared_inserts = shared_inserts;
+                let mut engine = shared.engine();
+                engine.store.shared_inserts = shared_inserts;
+                engine.store.parallel_batches = parallel;
+                shared.parallel_batches.store(parallel, Ordering::Relaxed);
             }
             for t in 0..n {
                 let shared = &engines[t % engines.len()];
@@ -269,6 +295,7 @@ fn main() {
                 if *name == "GET"
                     || *name == "EXPIRE"
                     || name.starts_with("SET")
+                    || name.starts_with("MSET")
                     || name.ends_with("-new")
                 {
                     for i in 0..100_000 {

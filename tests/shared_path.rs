@@ -500,3 +500,68 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// MSET and MSETNX under the shared lock (taken on the test server's two worker threads): four
+/// connections pipeline MSETs of new keys (each with a key repeated, and one key written by every
+/// connection) and MSETNXs of new keys into a table big enough for keys to be added there. Every
+/// command must answer as on one lock: the shared handler checks all its keys before it writes
+/// one, and the other connections' batches, which move the table's key count meanwhile, must not
+/// make a checked key fail (they once did: an internal error mid-MSET). Then every key is there
+/// with its last value, and DBSIZE counts each once.
+#[test]
+fn msets_from_many_connections_write_every_pair() {
+    const FILL: usize = 40_000;
+    const PER_CONN: usize = 3_000;
+    const CONNS: usize = 4;
+    let server = start_server();
+    let mut setup = server.raw();
+    fill(&mut setup, FILL);
+    let conns = (0..CONNS).map(|_| server.raw()).collect();
+    pipeline_from_connections(conns, |t| {
+        (0..PER_CONN)
+            .map(|i| {
+                if i % 3 == 2 {
+                    let argv = [
+                        "MSETNX",
+                        &format!("nx:{t}:{i}:a"),
+                        "1",
+                        &format!("nx:{t}:{i}:b"),
+                        "2",
+                    ];
+                    (argv.map(String::from).to_vec(), b":1\r\n".to_vec())
+                } else {
+                    let mut argv = vec!["MSET".to_string()];
+                    for j in 0..5 {
+                        argv.extend([format!("m:{t}:{i}:{j}"), format!("{t}:{i}:{j}")]);
+                    }
+                    // A key repeated (its last value stays) and one every connection writes.
+                    argv.extend([format!("m:{t}:{i}:0"), "last".into()]);
+                    argv.extend(["shared".into(), format!("{t}")]);
+                    (argv, b"+OK\r\n".to_vec())
+                }
+            })
+            .collect()
+    });
+    let stats = String::from_utf8_lossy(&setup.cmd_str(&["INFO", "commandstats"])).into_owned();
+    for cmd in ["mset", "msetnx"] {
+        let line = info_field(&stats, &format!("cmdstat_{cmd}:"));
+        assert!(line.ends_with("failed_calls=0"), "{cmd}: {stats}");
+    }
+    let msets = (0..PER_CONN).filter(|i| i % 3 != 2).count();
+    let msetnxs = PER_CONN - msets;
+    let want = FILL + CONNS * (msets * 5 + msetnxs * 2) + 1;
+    assert_eq!(
+        setup.cmd_str(&["DBSIZE"]),
+        format!(":{want}\r\n").into_bytes()
+    );
+    for t in 0..CONNS {
+        for i in [0, PER_CONN / 2, PER_CONN - 2] {
+            let reply = setup.cmd_str(&["MGET", &format!("m:{t}:{i}:0"), &format!("m:{t}:{i}:4")]);
+            let four = format!("{t}:{i}:4");
+            assert_eq!(
+                String::from_utf8_lossy(&reply),
+                format!("*2\r\n$4\r\nlast\r\n${}\r\n{four}\r\n", four.len())
+            );
+        }
+    }
+}

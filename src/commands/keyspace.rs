@@ -76,6 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: object_container,
         subcommands: OBJECT_SUBCOMMANDS,
         shared: None,
+        shared_parallel_only: false,
     },
 ];
 

@@ -134,6 +134,11 @@ pub struct CommandSpec {
     /// The handler for the shared keyspace lock, for the few commands that have one: it holds
     /// its keys' stripes for writing if the command has the `WRITE` flag, else for reading.
     pub shared: Option<SharedHandler>,
+    /// The shared handler is used only while more than one thread runs batches
+    /// ([`Shared::parallel_batches`](crate::engine::Shared::parallel_batches)): on one thread
+    /// it costs more than the exclusive path and has no other core to gain (MSET: a stripe
+    /// lock and a check per key).
+    pub shared_parallel_only: bool,
 }
 
 impl CommandSpec {
@@ -169,6 +174,21 @@ impl CommandSpec {
         );
         self.shared = Some(handler);
         self
+    }
+
+    /// This write command with a handler for the shared keyspace lock used only while batches
+    /// run on more than one thread (`shared_parallel_only`).
+    pub const fn shared_write_parallel(self, handler: SharedHandler) -> CommandSpec {
+        let mut spec = self.shared_write(handler);
+        spec.shared_parallel_only = true;
+        spec
+    }
+
+    /// Whether the shared handler applies now (`parallel`: batches run on more than one thread).
+    #[inline]
+    pub fn shared_handler(&self, parallel: bool) -> Option<SharedHandler> {
+        self.shared
+            .filter(|_| parallel || !self.shared_parallel_only)
     }
 
     /// The keys of `argv` per the key positions.
@@ -1309,6 +1329,7 @@ pub const fn cmd(
         handler,
         subcommands: &[],
         shared: None,
+        shared_parallel_only: false,
     }
 }
 

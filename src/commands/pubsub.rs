@@ -43,6 +43,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: super::server::no_direct_call,
         subcommands: PUBSUB_SUBCOMMANDS,
         shared: None,
+        shared_parallel_only: false,
     },
 ];
 

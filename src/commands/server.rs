@@ -33,6 +33,7 @@ const fn container(
         handler: no_direct_call,
         subcommands,
         shared: None,
+        shared_parallel_only: false,
     }
 }
 

@@ -223,8 +223,9 @@ impl<'a> EngineLock<'a> {
             name: name.as_ptr(),
             found,
         });
+        let parallel = shared.parallel_batches.load(Ordering::Relaxed);
         let try_shared = found.is_some_and(|(_, spec)| {
-            spec.shared.is_some()
+            spec.shared_handler(parallel).is_some()
                 && (!spec.has(super::flags::WRITE) || {
                     let skip = client.shared_write_backoff > 0;
                     client.shared_write_backoff = client.shared_write_backoff.saturating_sub(1);
@@ -490,7 +491,7 @@ fn try_shared(
     let Some((index, spec)) = found else {
         return Attempt::Rerun;
     };
-    let Some(handler) = spec.shared else {
+    let Some(handler) = spec.shared_handler(shared.parallel_batches.load(Ordering::Relaxed)) else {
         return Attempt::Rerun;
     };
     if !spec.arity_ok(argv.len()) {
@@ -1428,6 +1429,8 @@ mod tests {
     /// enough keys (40k) for a segment's keys to share a stripe, where they may be added there.
     fn setup_inserts() -> (Arc<Shared>, ClientState, u64) {
         let (shared, c, now) = setup_writes();
+        // Batches as on a multi-thread runtime: MSET's shared handler applies.
+        shared.parallel_batches.store(true, Ordering::Relaxed);
         let mut e = shared.engine();
         e.store.shared_inserts = true;
         let db = &mut e.store.dbs[0];
@@ -1501,6 +1504,17 @@ mod tests {
             (&["GETEX", "new-d", "EXAT", &exat], "new-d"),
             (&["GETDEL", "new-d"], "new-d"),
             (&["GETDEL", "never"], "never"),
+            // MSET: new keys, a live one, a repeated key (its last value stays), a key with a
+            // TTL (cleared). MSETNX: refused by one live key (nothing written), then new keys.
+            (&["SET", "m-ttl", "v", "EX", "100"], "m-ttl"),
+            (
+                &["MSET", "m1", "a", "new-s", "b", "m2", "c", "m1", "d"],
+                "m1",
+            ),
+            (&["MSET", "m2", "e", "m-ttl", "f"], "m-ttl"),
+            (&["MSETNX", "m3", "x", "m1", "y"], "m3"),
+            (&["MSETNX", "m3", "x", "m4", "y", "m3", "z"], "m3"),
+            (&["GET", "m2"], "m2"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1511,8 +1525,9 @@ mod tests {
         // A write a case, one more for each filter created (the key added), one more for each
         // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not),
         // the refused EXPIRE GT, the two reads, the second PERSIST, the EXPIRE of no key, the
-        // second GETEX PERSIST and the GETDEL of no key.
-        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5 - 2;
+        // second GETEX PERSIST and the GETDEL of no key; a write per MSET or MSETNX pair (3
+        // more, 1 more, 1 fewer for the refused MSETNX, 2 more) and none for the GET.
+        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5 - 2 + 3 + 1 - 1 + 2 - 1;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1582,7 +1597,7 @@ mod tests {
             assert_eq!(db.queue_len(), 0);
         }
         for key in [
-            "new-ex", "new-px", "new-nx", "new-pxat", "ttl", "new-s", "new-a",
+            "new-ex", "new-px", "new-nx", "new-pxat", "ttl", "new-s", "new-a", "m-ttl", "m1", "m4",
         ] {
             let got = run_exclusive(&on_shared, &mut c1, &["EXISTS", key], later);
             let want = run_exclusive(&on_exclusive, &mut c2, &["EXISTS", key], later);
@@ -1594,6 +1609,8 @@ mod tests {
         // a stripe.
         run(&on_shared, &mut c1, &["SET", "due", "v", "PX", "10"], now);
         run(&on_shared, &mut c1, &["SET", "due2", "v", "PX", "10"], now);
+        run(&on_shared, &mut c1, &["SET", "due3", "v", "PX", "10"], now);
+        run(&on_shared, &mut c1, &["SET", "due4", "v", "PX", "10"], now);
         for words in [
             &["INCR", "new-s"][..],
             &["DEL", "new-s", "due"],
@@ -1602,6 +1619,37 @@ mod tests {
         ] {
             assert!(!run(&on_shared, &mut c1, words, now + 20).1, "{words:?}");
         }
+        // On one thread MSET keeps to the exclusive path, where it costs less (no stripe lock
+        // and check per key) and nothing runs beside it to gain.
+        on_shared.parallel_batches.store(false, Ordering::Relaxed);
+        assert!(!run(&on_shared, &mut c1, &["MSET", "m1", "one"], now).1);
+        on_shared.parallel_batches.store(true, Ordering::Relaxed);
+        // MSET and MSETNX check every key before they write one: a due key among them defers
+        // the command with nothing written (the debug build asserts no key was added by a
+        // deferral), and the exclusive path then runs it whole.
+        for (words, want) in [
+            (&["MSET", "m-new", "1", "due3", "w"][..], Reply::ok()),
+            (&["MSETNX", "m-new2", "1", "due4", "w"], Reply::Int(1)),
+        ] {
+            let (got, stayed_shared) = run(&on_shared, &mut c1, words, now + 20);
+            assert!(!stayed_shared, "{words:?}");
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{words:?}");
+        }
+        assert_eq!(
+            format!(
+                "{:?}",
+                run_exclusive(
+                    &on_shared,
+                    &mut c1,
+                    &["MGET", "m-new", "due3", "m-new2", "due4"],
+                    now + 20
+                )
+            ),
+            format!(
+                "{:?}",
+                Reply::Array(["1", "w", "1", "w"].map(|v| Reply::Bulk(v.into())).to_vec())
+            )
+        );
         // The deferred DEL deleted nothing before it deferred; the exclusive path deleted both.
         assert_eq!(
             format!(

@@ -42,8 +42,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("getdel", 2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key.", getdel).shared_write(getdel_shared),
     cmd("getex", -2, WRITE | FAST, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", getex).shared_write(getex_shared),
     cmd("mget", -2, READONLY | FAST, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys.", mget).shared_read(mget_shared),
-    cmd("mset", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
-    cmd("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
+    cmd("mset", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset).shared_write_parallel(mset_shared),
+    cmd("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx).shared_write_parallel(msetnx_shared),
     cmd("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
     cmd("strlen", 2, READONLY | FAST, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value.", strlen).shared_read(strlen_shared),
     cmd("getrange", 4, READONLY, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key.", getrange),
@@ -648,6 +648,71 @@ fn mset(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         db.notify(events::STRING, "set", &pair[0]);
     }
     Ok(Reply::ok())
+}
+
+/// MSET and MSETNX under the shared lock (`shared_path`), their keys' stripes all held for
+/// writing: every key checked first ([`SharedDb::plain_set_check`]), so that the command defers
+/// before it writes anything or writes every pair; then each pair set as [`set_shared`] sets a
+/// plain `SET`, in order (a repeated key takes its last value). MSETNX answers 0, writing
+/// nothing, when a key is live. Propagated verbatim, as the exclusive path does; a write counted
+/// per pair, as Redis adds `(argc - 1) / 2` to `dirty`.
+fn mset_shared_generic(db: &mut SharedDb, argv: &[Bytes], nx: bool) -> CmdResult {
+    if argv.len().is_multiple_of(2) {
+        // The error reply is the exclusive path's (errors are counted there).
+        return super::shared_path::defer(db);
+    }
+    // Each key hashed once: by `hold`, which took the stripes (several keys), or here (one).
+    let hashes = match db.take_key_hashes() {
+        Some(hashes) => hashes,
+        None => argv[1..]
+            .iter()
+            .step_by(2)
+            .map(|k| db.key_hash(k))
+            .collect(),
+    };
+    let mut adding = 0;
+    let mut live = false;
+    for (key, &h) in argv[1..].iter().step_by(2).zip(&hashes) {
+        match db.plain_set_check(key, h, adding) {
+            None => return super::shared_path::defer(db),
+            Some(true) => live = true,
+            Some(false) => adding += 1,
+        }
+    }
+    if nx && live {
+        return Ok(Reply::Int(0));
+    }
+    for (pair, &h) in argv[1..].chunks_exact(2).zip(&hashes) {
+        let had_ttl = match db.write_or_vacant_checked(&pair[0], h) {
+            Some(SharedSlot::Live(mut e)) => {
+                *e.value = Value::str(&pair[1]);
+                e.clear_encoding();
+                e.ttl.is_some()
+            }
+            Some(SharedSlot::Vacant(v)) => {
+                v.insert(Value::str(&pair[1]));
+                false
+            }
+            // `plain_set_check` answered for every key under the stripes this command still
+            // holds, allowing for the keys it adds: only a broken invariant lands here, after
+            // earlier pairs were written. The panic is the shared path's failed write (counted,
+            // answered with an error, not rerun), never a half-written MSET left deferred.
+            None => panic!("MSET: a key checked writable could not be written"),
+        };
+        if had_ttl {
+            db.clear_ttl(&pair[0]);
+        }
+        db.wrote();
+    }
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
+}
+
+fn mset_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    mset_shared_generic(db, argv, false)
+}
+
+fn msetnx_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
+    mset_shared_generic(db, argv, true)
 }
 
 /// `MSETNX key value [key value ...]` → 1 if every key was set, 0 (and nothing set) if any existed.

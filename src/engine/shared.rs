@@ -427,6 +427,11 @@ pub struct Shared {
     /// The `bf-*` and `cf-*` defaults (and `cf-max-expansions`), for adds on the shared path,
     /// which takes no config lock.
     pub filter_defaults: crate::store::db::FilterDefaults,
+    /// More than one thread runs batches (a multi-thread runtime, set when the server starts;
+    /// `Store::parallel_batches` is the keyspace's copy): commands whose shared handler only
+    /// pays off beside other cores take it only then (`CommandSpec::shared_parallel_only`).
+    /// Read when a batch chooses its lock, before any lock is taken.
+    pub parallel_batches: AtomicBool,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).
     pub aof: Mutex<Option<AofSink>>,
@@ -470,6 +475,7 @@ impl Shared {
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
             filter_defaults: crate::store::db::FilterDefaults::default(),
+            parallel_batches: AtomicBool::new(false),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
             aof_info: AofInfo::default(),

@@ -316,6 +316,9 @@ fn allow_shared_inserts(shared: &Shared) {
     engine.store.shared_inserts = true;
     engine.store.parallel_batches = tokio::runtime::Handle::current().runtime_flavor()
         != tokio::runtime::RuntimeFlavor::CurrentThread;
+    shared
+        .parallel_batches
+        .store(engine.store.parallel_batches, Ordering::Relaxed);
 }
 
 /// The SIGTERM shutdown: the shutdown sequence with the save points deciding, under the keyspace

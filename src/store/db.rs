@@ -280,6 +280,9 @@ pub struct SharedDb<'a> {
     /// The first key [`SharedDb::hold`] hashed: (address, length, hash); address 0 for none,
     /// which no slice has.
     first_key: (usize, usize, u64),
+    /// The hashes [`SharedDb::hold`] computed for a command of several keys, in argument order
+    /// (MSET writes each key with its hash: [`SharedDb::take_key_hashes`]).
+    key_hashes: Option<Vec<u64>>,
 }
 
 /// A value being written in place under the shared lock ([`SharedDb::write`]).
@@ -327,10 +330,12 @@ impl<'a> SharedDb<'a> {
             self.lock(stripe_of(h), write);
             return;
         };
-        let mut want: SmallVec<[usize; 8]> = [stripe_of(h), stripe_of(self.db.hash(second))]
+        let hashes: Vec<u64> = [h, self.db.hash(second)]
             .into_iter()
-            .chain(keys.map(|k| stripe_of(self.db.hash(k))))
+            .chain(keys.map(|k| self.db.hash(k)))
             .collect();
+        let mut want: SmallVec<[usize; 8]> = hashes.iter().map(|&h| stripe_of(h)).collect();
+        self.key_hashes = Some(hashes);
         want.sort_unstable();
         want.dedup();
         for i in want {
@@ -367,6 +372,18 @@ impl<'a> SharedDb<'a> {
         } else {
             self.db.hash(key)
         }
+    }
+
+    /// The table hash of `key` ([`SharedDb::hash`]: computed unless it is the first key held).
+    #[inline]
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        self.hash(key)
+    }
+
+    /// The hashes of a command's keys, in argument order, when [`SharedDb::hold`] took several
+    /// (it computed them for their stripes); `None` for one key or when taken already.
+    pub fn take_key_hashes(&mut self) -> Option<Vec<u64>> {
+        self.key_hashes.take()
     }
 
     #[inline]
@@ -556,6 +573,35 @@ impl<'a> SharedDb<'a> {
         Some(n)
     }
 
+    /// What a plain `SET key value` (no options: the value replaced, any TTL cleared) would
+    /// meet under the shared lock, changing nothing: `Some(true)` a live key it can replace,
+    /// `Some(false)` a missing key it can add after the `adding` keys the same command adds
+    /// before it ([`KeyTable::can_insert_shared_after`]), `None` if it would defer (as
+    /// [`SharedDb::write_or_vacant`] and a TTL it could not clear). MSET and MSETNX check every
+    /// key with it before they write any: nothing but their own writes can change the answers
+    /// while they hold their keys' stripes.
+    /// `h` is the key's hash ([`SharedDb::key_hash`]).
+    pub fn plain_set_check(&self, key: &[u8], h: u64, adding: usize) -> Option<bool> {
+        // The stripe first, as in `slot`.
+        if !self.holds(stripe_of(h), true) {
+            return None;
+        }
+        let ttl = if self.db.table.expires_len() != 0 {
+            self.db.table.expiry(h, key)
+        } else {
+            None
+        };
+        match (self.db.table.find_for_write(h, key), ttl) {
+            (_, Some(t)) if t <= self.now_ms => None,
+            (ForWrite::Found(_), None) => Some(true),
+            (ForWrite::Found(_), Some(_)) => self.can_change_ttl(key).then_some(true),
+            (ForWrite::Missing, _) => {
+                (self.inserts && self.db.table.can_insert_shared_after(h, adding)).then_some(false)
+            }
+            (ForWrite::Shared, _) => None,
+        }
+    }
+
     /// `key`'s value for a write in place, or `None` with the command deferred: the key is
     /// missing (see [`SharedDb::write_or_vacant`] for a write that may add it), due (reclaiming
     /// it is a write of its own), in a block a snapshot can reach (unsharing changes the table),
@@ -581,9 +627,40 @@ impl<'a> SharedDb<'a> {
         self.slot(key, inserts)
     }
 
+    /// [`SharedDb::write_or_vacant`] of a key [`SharedDb::plain_set_check`] approved (with
+    /// its hash `h`), by a command that checked all its keys before writing any: a missing key's
+    /// vacancy is refused only by what cannot have changed since
+    /// ([`KeyTable::can_insert_shared_here`]), not by the table's key count, which other
+    /// threads' batches move meanwhile.
+    #[inline]
+    pub fn write_or_vacant_checked<'k>(
+        &mut self,
+        key: &'k [u8],
+        h: u64,
+    ) -> Option<SharedSlot<'_, 'k>> {
+        debug_assert_eq!(h, self.db.hash(key));
+        let inserts = if self.inserts {
+            Inserts::Checked
+        } else {
+            Inserts::No
+        };
+        self.slot_hashed(key, h, inserts)
+    }
+
     #[inline]
     fn slot<'k>(&mut self, key: &'k [u8], inserts: bool) -> Option<SharedSlot<'_, 'k>> {
         let h = self.hash(key);
+        let inserts = if inserts { Inserts::Yes } else { Inserts::No };
+        self.slot_hashed(key, h, inserts)
+    }
+
+    #[inline]
+    fn slot_hashed<'k>(
+        &mut self,
+        key: &'k [u8],
+        h: u64,
+        inserts: Inserts,
+    ) -> Option<SharedSlot<'_, 'k>> {
         // The stripe first: the key's TTL table may be changing under another stripe's holder
         // otherwise.
         if !self.holds(stripe_of(h), true) {
@@ -601,7 +678,13 @@ impl<'a> SharedDb<'a> {
         }
         let entry = match self.db.table.find_for_write(h, key) {
             ForWrite::Found(entry) => entry,
-            ForWrite::Missing if inserts && self.db.table.can_insert_shared(h) => {
+            ForWrite::Missing
+                if match inserts {
+                    Inserts::No => false,
+                    Inserts::Yes => self.db.table.can_insert_shared(h),
+                    Inserts::Checked => self.db.table.can_insert_shared_here(h, 0),
+                } =>
+            {
                 return Some(SharedSlot::Vacant(SharedVacancy {
                     table: &self.db.table,
                     inserted: &mut self.inserted,
@@ -626,6 +709,16 @@ impl<'a> SharedDb<'a> {
         let (value, enc) = unsafe { (&mut *value, &mut *enc) };
         Some(SharedSlot::Live(SharedEntry { value, enc, ttl }))
     }
+}
+
+/// Whether [`SharedDb::slot_hashed`] may answer a vacancy for a missing key.
+#[derive(Clone, Copy)]
+enum Inserts {
+    No,
+    /// Where [`KeyTable::can_insert_shared`] allows.
+    Yes,
+    /// The key was checked with the others of its command ([`SharedDb::write_or_vacant_checked`]).
+    Checked,
 }
 
 /// Has `encode` write a command into a stream buffer of [`SharedDb`] (`None`: the stream has no
@@ -1089,6 +1182,7 @@ impl Db {
             prelude: None,
             rewrite: None,
             first_key: (0, 0, 0),
+            key_hashes: None,
         }
     }
 

@@ -857,10 +857,27 @@ impl KeyTable {
     /// exact under its stripe: at most [`SEG_SHARED_MAX`] keys.
     #[inline]
     pub fn can_insert_shared(&self, h: u64) -> bool {
+        self.can_insert_shared_after(h, 0)
+    }
+
+    /// [`KeyTable::can_insert_shared`] for a key that one command adds after `before` others
+    /// (MSET): whether it could still be added once they are, wherever they go. Checked for every
+    /// key before the first is added, so that the command adds all or defers with none added.
+    #[inline]
+    pub fn can_insert_shared_after(&self, h: u64, before: usize) -> bool {
         let mark = self.segs.len() * SEG_KEYS;
-        self.can_remove_shared(h)
-            && self.len() < mark + mark / SHARED_SLACK
-            && self.segs[self.seg_of(h)].map.len() < SEG_SHARED_MAX
+        self.len() + before < mark + mark / SHARED_SLACK && self.can_insert_shared_here(h, before)
+    }
+
+    /// [`KeyTable::can_insert_shared_after`] without the table's key count: the part that stays
+    /// true under the shared lock once checked, for the keys a command checked before it added
+    /// any. (Other threads' batches add to the count as they end, so a count checked a moment
+    /// ago may refuse now; what it bounds, how far splits fall behind, is approximate anyway.
+    /// The segment's size is exact under its stripe, and the level and the snapshots' hold
+    /// change only under the exclusive lock.)
+    #[inline]
+    pub fn can_insert_shared_here(&self, h: u64, before: usize) -> bool {
+        self.can_remove_shared(h) && self.segs[self.seg_of(h)].map.len() + before < SEG_SHARED_MAX
     }
 
     /// Adds `entry` (hash `h`, its key not in the table) under the shared keyspace lock.
@@ -1610,6 +1627,22 @@ mod tests {
         }
         assert_eq!(t.segs[target].map.len(), SEG_SHARED_MAX);
         assert!(added > 0);
+        // A command adding several keys (MSET) checks each against what it adds before it:
+        // one place short of the cap, a first key fits and a second does not.
+        let probe = t.hash(b"probe");
+        let last = t.segs[target]
+            .map
+            .iter()
+            .find(|e| e.key().starts_with(b"fill:"))
+            .map(|e| e.key().to_vec())
+            .unwrap();
+        let h_last = t.hash(&last);
+        // SAFETY: as above.
+        assert!(unsafe { t.remove_shared(h_last, &last) }.is_some());
+        assert!(t.can_insert_shared_after(probe, 0));
+        assert!(!t.can_insert_shared_after(probe, 1));
+        // SAFETY: as above; the key was removed just now.
+        unsafe { t.insert_shared(h_last, entry(&last)) };
         // Counted, the keys take the table past its split mark; the next exclusive insert
         // splits back under it, at most SPLITS_PER_KEY at a time.
         t.count_shared(added, 0);
