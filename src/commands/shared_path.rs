@@ -12,7 +12,11 @@
 //!   `SETEX`, `PSETEX`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a
 //!   key that does not exist, `DEL`, `UNLINK` and `GETDEL`, and the TTL changes of SET, the
 //!   EXPIRE family, `PERSIST` and `GETEX` (below, "Keys added under the shared lock" and "TTLs
-//!   under the shared lock"); `TTL`, `PTTL`, `EXPIRETIME` and `PEXPIRETIME` read there.
+//!   under the shared lock"); `TTL`, `PTTL`, `EXPIRETIME` and `PEXPIRETIME` read there;
+//! - and with batches on more than one thread, `MSET` and `MSETNX`: every key checked before any
+//!   is written (`SharedDb::plain_set_check`), so the command writes all its pairs or defers
+//!   with none written. On one thread their stripe locks and checks cost more than the
+//!   exclusive path (`CommandSpec::shared_parallel_only`).
 //!
 //! A batch that starts with one of those takes the lock shared ([`EngineLock::for_batch`]), so
 //! any number of connections on any number of cores run them side by side. That is where a
