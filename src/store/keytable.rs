@@ -541,8 +541,8 @@ struct ScanCache {
 const SCAN_PAGES: usize = 4;
 
 /// Key bytes past which a segment's page is not kept (a segment of large keys, which SCAN then
-/// hashes at every step as without the cache): bounds the cache at [`SCAN_PAGES`] × this, memory
-/// `used_memory` does not count.
+/// hashes at every step as without the cache): bounds the cache at [`SCAN_PAGES`] × this (plus
+/// 32 bytes a key of order), counted in `used_memory` like every allocation.
 const SCAN_PAGE_BYTES_MAX: usize = 64 << 10;
 
 impl ScanCache {
@@ -1264,10 +1264,15 @@ impl KeyTable {
     /// A uniformly chosen entry (RANDOMKEY), drawn from `seed` by rejection: a segment chosen
     /// uniformly, then a slot below [`RANDOM_SLOTS`]; a slot past the segment's keys draws again.
     /// Each draw picks every key with the same chance, 1 / (segments × `RANDOM_SLOTS`), as long
-    /// as no segment holds more than `RANDOM_SLOTS` keys (linear hashing keeps them near 128-256;
-    /// one past the bound that a draw meets, or a run of bad draws, falls back to
-    /// [`KeyTable::nth`]). A draw reads one segment: a few cache misses, where `nth` alone walks
-    /// every segment's header (~8,000 for a million keys).
+    /// as no segment holds more than `RANDOM_SLOTS` keys (one past the bound that a draw meets,
+    /// or a run of bad draws, falls back to [`KeyTable::nth`], and keys of such a segment would
+    /// be drawn less often). No segment comes near it: a segment not yet split in its round of
+    /// linear hashing covers under 2 / segments of the hash range, so it expects at most
+    /// 2 × 136 keys (the split mark plus the shared path's slack), and with the hash seeded per
+    /// process nobody can aim keys at one. For a Poisson count of mean 272, the chance of 1,025
+    /// or more is below e^-272 × (e × 272 / 1025)^1025 ≈ 10^-263 (Chernoff), per segment. A draw
+    /// reads one segment: a few cache misses, where `nth` alone walks every segment's header
+    /// (~8,000 for a million keys).
     pub fn random_entry(&self, seed: u64) -> Option<&Entry> {
         let len = self.len();
         if len == 0 {
