@@ -170,6 +170,19 @@ const TESTS: &[(&str, Gen)] = &[
     ("PFADD", |t, i| {
         vec!["PFADD".into(), format!("hll:{t}"), i.to_string()]
     }),
+    // A new HLL per request (sparse, created by PFADD).
+    ("PFADD-new", |t, i| {
+        vec!["PFADD".into(), format!("newhll:{t}:{i}"), "x".into()]
+    }),
+    // Per-page distinct counting: 20k small sparse HLLs per thread, created by the first pass
+    // and fed by the later ones.
+    ("PFADD-pages", |t, i| {
+        vec![
+            "PFADD".into(),
+            format!("page:{t}:{}", i % 20_000),
+            format!("visitor:{i}"),
+        ]
+    }),
     ("PFCOUNT", |t, _| vec!["PFCOUNT".into(), format!("hll:{t}")]),
 ];
 
@@ -296,6 +309,7 @@ fn main() {
                     || *name == "EXPIRE"
                     || name.starts_with("SET")
                     || name.starts_with("MSET")
+                    || name.starts_with("PFADD-")
                     || name.ends_with("-new")
                 {
                     for i in 0..100_000 {

@@ -565,3 +565,93 @@ fn msets_from_many_connections_write_every_pair() {
         }
     }
 }
+
+/// PFADD under the shared lock, as per-page distinct counting uses it: four connections create
+/// and feed small sparse HLLs (a few past `hll-sparse-max-bytes`, turning dense) in a table big
+/// enough for keys to be added there. Each connection owns its keys, so each key sees its adds in
+/// one order; a second server fed the same commands from one connection, with every write on
+/// the exclusive path (keyspace events on keep writes off the shared one), must answer the same
+/// and end with the same bytes in every key.
+#[test]
+fn pfadds_from_many_connections_leave_what_one_connection_leaves() {
+    const FILL: usize = 40_000;
+    const PER_CONN: usize = 4_000;
+    const CONNS: usize = 4;
+    const PAGES: usize = 300;
+    let commands = |t: usize| -> Vec<(Vec<String>, Vec<u8>)> {
+        (0..PER_CONN)
+            .map(|i| {
+                let page = format!("page:{t}:{}", i % PAGES);
+                // Page 0 of each connection gets many visitors at once: it turns dense.
+                let visitors = if i % PAGES == 0 { 400 } else { 1 };
+                let argv = ["PFADD".to_string(), page]
+                    .into_iter()
+                    .chain((0..visitors).map(|v| format!("visitor:{i}:{v}")))
+                    .collect();
+                (argv, b":1\r\n".to_vec())
+            })
+            .collect()
+    };
+    // Which PFADDs change a register is not known beforehand: compare replies across servers.
+    let shared = start_server();
+    let mut setup = shared.raw();
+    fill(&mut setup, FILL);
+    let replies: Vec<Vec<Vec<u8>>> = {
+        let threads: Vec<_> = (0..CONNS)
+            .map(|t| {
+                let mut c = shared.raw();
+                let commands = commands(t);
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    for chunk in commands.chunks(BATCH) {
+                        let mut out = Vec::new();
+                        for (argv, _) in chunk {
+                            let argv: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
+                            out.extend(encode_command(&argv));
+                        }
+                        c.send_raw(&out);
+                        got.extend(chunk.iter().map(|_| c.read_reply()));
+                    }
+                    got
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("connection"))
+            .collect()
+    };
+    let one = common::start_with(&["--notify-keyspace-events", "Kx"]);
+    let mut c = one.raw();
+    fill(&mut c, FILL);
+    for (t, got) in replies.iter().enumerate() {
+        let want: Vec<(Vec<String>, Vec<u8>)> = commands(t)
+            .into_iter()
+            .zip(got)
+            .map(|((argv, _), reply)| (argv, reply.clone()))
+            .collect();
+        // The same replies, from one connection.
+        pipeline(&mut c, &want);
+    }
+    let stats = String::from_utf8_lossy(&setup.cmd_str(&["INFO", "commandstats"])).into_owned();
+    assert!(
+        info_field(&stats, "cmdstat_pfadd:").ends_with("failed_calls=0"),
+        "{stats}"
+    );
+    assert_eq!(setup.cmd_str(&["DBSIZE"]), c.cmd_str(&["DBSIZE"]));
+    for t in 0..CONNS {
+        for p in 0..PAGES {
+            let key = format!("page:{t}:{p}");
+            assert_eq!(
+                setup.cmd_str(&["GET", &key]),
+                c.cmd_str(&["GET", &key]),
+                "{key}"
+            );
+        }
+        let dense = format!("page:{t}:0");
+        assert_eq!(
+            setup.cmd_str(&["OBJECT", "ENCODING", &dense]),
+            b"$3\r\nraw\r\n".to_vec()
+        );
+    }
+}

@@ -20,7 +20,7 @@ use crate::numeric::{parse_f64, parse_i64};
 use crate::protocol::Reply;
 use crate::store::bloom::{AddError, ChunkError, CreateError, ScalingBloom};
 use crate::store::db::{
-    FilterDefaults, ItemHash, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup,
+    ItemHash, ReadView, SharedDb, SharedSlot, SharedVacancy, TypedLookup, WriteConfig,
 };
 use crate::store::{Db, Value};
 
@@ -282,7 +282,7 @@ fn with_reserve_argv<R>(
 /// defaults cannot make a filter or `f` answers `None`.
 fn create_shared<R>(
     vacancy: SharedVacancy,
-    defaults: Option<&FilterDefaults>,
+    defaults: Option<&WriteConfig>,
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<(R, (f64, u64, u32))> {
     let (rate, capacity, expansion) = defaults?.bloom();
@@ -400,7 +400,7 @@ fn on_shared_filter<R>(
     key: &[u8],
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<R> {
-    let defaults = db.filter_defaults;
+    let defaults = db.write_config;
     let done = match db.write_or_vacant(key) {
         None => None,
         Some(SharedSlot::Live(e)) => match e.value {

@@ -353,7 +353,7 @@ fn add(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// insert that finds no room (the eviction walk undoes itself) or cannot grow (which changes
 /// nothing): the exclusive path.
 fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let Some(defaults) = db.filter_defaults else {
+    let Some(defaults) = db.write_config else {
         return super::shared_path::defer(db);
     };
     let max_expansions = defaults.cf_max_expansions();

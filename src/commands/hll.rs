@@ -15,7 +15,7 @@ use super::{cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::events;
 use crate::protocol::Reply;
-use crate::store::db::{ReadView, SharedDb};
+use crate::store::db::{ReadView, SharedDb, SharedEntry, SharedSlot, SharedVacancy, WriteConfig};
 use crate::store::hll::{self, Encoding, HllError, Registers, REGISTERS};
 use crate::store::string::StrMut;
 use crate::store::Value;
@@ -165,26 +165,77 @@ fn pfadd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(updated as i64))
 }
 
-/// PFADD under the shared lock (`shared_path`): a valid dense HLL, updated where it lies as
-/// [`pfadd`] does (marked `raw`, as unsharing makes it; a change counted). A new key, a sparse
-/// HLL (which may grow, by a config limit), or anything that is not an HLL: the exclusive path.
+/// PFADD under the shared lock (`shared_path`), as [`pfadd`] does it: a valid HLL updated where
+/// it lies (marked `raw`, as unsharing makes it; a change counted), a dense one in place, a
+/// sparse one as it grows (turning dense past `hll-sparse-max-bytes`, mirrored in
+/// `WriteConfig`), and a missing key created as an HLL where keys may be added (the many small
+/// per-page HLLs of distinct counting are sparse, and are created by PFADD). Anything that is
+/// not an HLL: the exclusive path, which answers the error.
+///
+/// A sparse HLL found corrupt partway answers an error after the elements before the corrupt
+/// run raised their registers; the command is deferred and runs again on the exclusive path.
+/// That leaves what the exclusive path alone leaves: raising a register is idempotent, so the
+/// rerun raises nothing new before the same corrupt run and answers the same error, and neither
+/// path signals, propagates or counts a failed PFADD's changes (which Redis keeps too).
 fn pfadd_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
-    let Some(mut e) = db.write(&argv[1]) else {
-        return Ok(Reply::Null);
-    };
-    if !matches!(as_hll(e.value), Ok(Encoding::Dense)) {
-        return super::shared_path::defer(db);
-    }
-    e.mark_raw();
-    let Value::Str(s) = e.value else {
-        return super::shared_path::defer(db);
-    };
     let elements = argv[2..].iter().map(|el| &el[..]);
-    if s.edit_in_place(|b| hll::pfadd_dense(b, elements)) {
-        db.wrote();
-        return Ok(Reply::Int(1));
+    // The sparse and new-key paths are out of line: the dense one, issue 15's PFADD, stays as
+    // short as it was before they were added.
+    let config = db.write_config;
+    let done = match db.write_or_vacant(&argv[1]) {
+        None => return Ok(Reply::Null),
+        Some(SharedSlot::Live(mut e)) => match as_hll(e.value) {
+            Ok(Encoding::Dense) => {
+                e.mark_raw();
+                // `as_hll` accepted it: a string.
+                match e.value {
+                    Value::Str(s) => Some(s.edit_in_place(|b| hll::pfadd_dense(b, elements))),
+                    _ => None,
+                }
+            }
+            Ok(Encoding::Sparse) => pfadd_shared_sparse(e, elements, config),
+            Err(_) => None,
+        },
+        Some(SharedSlot::Vacant(vacancy)) => pfadd_shared_new(vacancy, elements, config),
+    };
+    match done {
+        None => super::shared_path::defer(db),
+        Some(false) => Ok(Reply::Int(0)),
+        Some(true) => {
+            db.wrote();
+            Ok(Reply::Int(1))
+        }
     }
-    Ok(Reply::Int(0))
+}
+
+/// [`pfadd_shared`] into a sparse HLL: whether a register changed, `None` to defer (a corrupt
+/// run met partway, or no configuration mirror).
+#[inline(never)]
+fn pfadd_shared_sparse<'a>(
+    mut e: SharedEntry<'_>,
+    elements: impl Iterator<Item = &'a [u8]>,
+    config: Option<&WriteConfig>,
+) -> Option<bool> {
+    let max_bytes = config?.hll_sparse_max_bytes();
+    e.mark_raw();
+    let mut v = e.value.as_str_mut()?;
+    hll::pfadd(&mut v, elements, false, max_bytes).ok()
+}
+
+/// [`pfadd_shared`] of a missing key: the new HLL added (`Some(true)`), or `None` to defer.
+#[inline(never)]
+fn pfadd_shared_new<'a>(
+    vacancy: SharedVacancy<'_, '_>,
+    elements: impl Iterator<Item = &'a [u8]>,
+    config: Option<&WriteConfig>,
+) -> Option<bool> {
+    let max_bytes = config?.hll_sparse_max_bytes();
+    let mut v = hll::new_sparse();
+    // A fresh value cannot be corrupt; were it, the exclusive path would decide (the vacancy
+    // left unfilled leaves the table as it was).
+    hll::pfadd(&mut v, elements, true, max_bytes).ok()?;
+    vacancy.insert_raw(Value::Str(v.into()));
+    Some(true)
 }
 
 /// `PFCOUNT key [key ...]` → the estimate. One key: served from and written back to its cache.

@@ -7,10 +7,10 @@
 //!   `BF.MEXISTS`, `CF.EXISTS`, `CF.MEXISTS` and `CF.COUNT`;
 //! - writes in place: `SET` (options that change no TTL: NX, XX, GET, KEEPTTL), `INCR`, `DECR`,
 //!   `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` (items that fit in the newest link), `CF.ADD` and
-//!   `PFADD` (a dense HLL), on a key that exists;
+//!   `PFADD` (a dense HLL, or a sparse one as it grows), on a key that exists;
 //! - and on a multi-thread runtime, new keys, deletions and TTLs: `SET` (every option),
-//!   `SETEX`, `PSETEX`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD` and `CF.ADD` of a
-//!   key that does not exist, `DEL`, `UNLINK` and `GETDEL`, and the TTL changes of SET, the
+//!   `SETEX`, `PSETEX`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `BF.ADD`, `BF.MADD`, `CF.ADD` and
+//!   `PFADD` of a key that does not exist, `DEL`, `UNLINK` and `GETDEL`, and the TTL changes of SET, the
 //!   EXPIRE family, `PERSIST` and `GETEX` (below, "Keys added under the shared lock" and "TTLs
 //!   under the shared lock"); `TTL`, `PTTL`, `EXPIRETIME` and `PEXPIRETIME` read there;
 //! - and with batches on more than one thread, `MSET` and `MSETNX`: every key checked before any
@@ -92,7 +92,10 @@
 //!   defers when its key is missing (unless it can be added, above), due, in a block a snapshot
 //!   can still reach (unsharing it changes the table), of another type, or when its change
 //!   cannot be made in place (a TTL change where keys cannot be added, an INCR that overflows, a
-//!   filter that is full, a sparse HLL); it decides that before it changes anything.
+//!   filter that is full); it decides that before it changes anything. One exception: PFADD
+//!   meets a corrupt sparse HLL only as it walks it, after raising the registers of the
+//!   elements before; it defers then, and the exclusive rerun over those raised registers ends
+//!   where the exclusive path alone would (`commands::hll`'s `pfadd_shared`).
 //!
 //! Otherwise the command runs again from the start on the exclusive path: [`EngineLock::dispatch`]
 //! releases the shared lock, takes the exclusive one and calls [`super::dispatch`], and the rest
@@ -559,7 +562,7 @@ fn try_shared(
             }
             _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
         }
-        view.filter_defaults = Some(&shared.filter_defaults);
+        view.write_config = Some(&shared.write_config);
         if engine.stream.is_active() {
             view.set_stream_buffers(&mut client.prelude_scratch, &mut client.rewrite_scratch);
         }
@@ -1040,6 +1043,9 @@ mod tests {
             (&["DECRBY", "n", "5"], "n"),
             (&["PFADD", "dense", "c", "d"], "dense"),
             (&["PFADD", "dense", "c"], "dense"),
+            // A sparse HLL, growing in place (it turns dense past hll-sparse-max-bytes).
+            (&["PFADD", "sparse", "b", "c"], "sparse"),
+            (&["PFADD", "sparse", "b"], "sparse"),
             (&["INCR", "ttl-kept"], "ttl-kept"),
             // Options that change no TTL: refused (no write), the old value (propagated without
             // GET), the TTL kept.
@@ -1091,9 +1097,9 @@ mod tests {
         let before = (dirty(&on_shared), dirty(&on_exclusive));
         let both = (&*on_shared, &mut c1, &*on_exclusive, &mut c2);
         same_on_both_paths(both, cases.iter().chain(filter_cases), now);
-        // Every case but the PFADD that changed no register, the refused SET NX, the five TTL
-        // commands and the three GETEX/GETDEL is a write.
-        let n = (cases.len() + filter_cases.len()) as u64 - 10;
+        // Every case but the two PFADDs that changed no register, the refused SET NX, the five
+        // TTL commands and the three GETEX/GETDEL is a write.
+        let n = (cases.len() + filter_cases.len()) as u64 - 11;
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         assert_eq!(
             dirty(&on_shared) - before.0,
@@ -1133,8 +1139,11 @@ mod tests {
             "{got}"
         );
         assert!(
-            got.contains("*4 $5 PFADD $5 dense $1 c $1 d *2 $4 INCR $8 ttl-kept "),
-            "no-op PFADD left out: {got}"
+            got.contains(
+                "*4 $5 PFADD $5 dense $1 c $1 d *4 $5 PFADD $6 sparse $1 b $1 c \
+                 *2 $4 INCR $8 ttl-kept "
+            ),
+            "no-op PFADDs left out: {got}"
         );
         assert!(
             got.contains("*3 $3 SET $1 s $2 v3 *4 $3 SET $1 s $2 v4 $2 XX "),
@@ -1175,8 +1184,6 @@ mod tests {
             &["BF.ADD", "s", "x"],
             &["CF.ADD", "bf", "x"],
             &["PFADD", "s", "x"],
-            // A sparse HLL may grow by a config limit.
-            &["PFADD", "sparse", "b"],
             // BF.MADD: a new key, another type, and more items than the newest link has room
             // for (which may open a link, or fail part way: a non-scaling filter that fills).
             &["BF.MADD", "new", "x", "y"],
@@ -1451,6 +1458,12 @@ mod tests {
         let (on_exclusive, mut c2, _) = setup_inserts();
         let exat = (now / 1000 + 1000).to_string();
         let pxat = (now + 200_000).to_string();
+        // A PFADD that takes a sparse HLL past `hll-sparse-max-bytes` (3000): dense.
+        let many: Vec<String> = (0..3000).map(|i| format!("e{i}")).collect();
+        let big: Vec<&str> = ["PFADD", "new-hll"]
+            .into_iter()
+            .chain(many.iter().map(String::as_str))
+            .collect();
         let cases: &[(&[&str], &str)] = &[
             (&["SET", "new-s", "value"], "new-s"),
             (&["SET", "new-int", "12345"], "new-int"),
@@ -1519,6 +1532,15 @@ mod tests {
             (&["MSETNX", "m3", "x", "m1", "y"], "m3"),
             (&["MSETNX", "m3", "x", "m4", "y", "m3", "z"], "m3"),
             (&["GET", "m2"], "m2"),
+            // PFADD: a new key (a sparse HLL, raw), elements into it (sparse, growing in place),
+            // none new, an empty one created, then past hll-sparse-max-bytes (dense), and into
+            // the dense one.
+            (&["PFADD", "new-hll", "a", "b"], "new-hll"),
+            (&["PFADD", "new-hll", "c", "d", "e", "f", "g"], "new-hll"),
+            (&["PFADD", "new-hll", "a"], "new-hll"),
+            (&["PFADD", "new-hll2"], "new-hll2"),
+            (&big[..], "new-hll"),
+            (&["PFADD", "new-hll", "after", "dense"], "new-hll"),
         ];
         let sub1 = on_shared.engine().subscribe_stream(0, None);
         let sub2 = on_exclusive.engine().subscribe_stream(0, None);
@@ -1530,8 +1552,9 @@ mod tests {
         // UNLINK's second key, none for the two refused SETs (NX of a key there, XX of one not),
         // the refused EXPIRE GT, the two reads, the second PERSIST, the EXPIRE of no key, the
         // second GETEX PERSIST and the GETDEL of no key; a write per MSET or MSETNX pair (3
-        // more, 1 more, 1 fewer for the refused MSETNX, 2 more) and none for the GET.
-        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5 - 2 + 3 + 1 - 1 + 2 - 1;
+        // more, 1 more, 1 fewer for the refused MSETNX, 2 more) and none for the GET; none for
+        // the PFADD that changed no register.
+        let n = cases.len() as u64 + 3 + 1 + 1 - 2 - 5 - 2 + 3 + 1 - 1 + 2 - 1 - 1;
         assert_eq!(dirty(&on_shared) - before.0, n);
         assert_eq!(dirty(&on_exclusive) - before.1, n);
         let drained = |s: &Shared, sub| {
@@ -1653,6 +1676,47 @@ mod tests {
                 "{:?}",
                 Reply::Array(["1", "w", "1", "w"].map(|v| Reply::Bulk(v.into())).to_vec())
             )
+        );
+        // PFADD of a string that is not an HLL defers (the exclusive path answers the error);
+        // so does one that meets a corrupt sparse HLL, after raising the registers before the
+        // corrupt run: the exclusive rerun raises nothing new and answers the same error, so
+        // the key ends as the exclusive path alone leaves it.
+        assert!(!run(&on_shared, &mut c1, &["PFADD", "m2", "x"], now).1);
+        // Sparse, runs covering registers 0-99 of 16,384 (one XZERO of 100).
+        let corrupt = "HYLL\u{1}\0\0\0\0\0\0\0\0\0\0\0@c";
+        let low = (0..)
+            .map(|i| format!("low{i}"))
+            .find(|e| crate::store::hll::hash_element(e.as_bytes()).0 < 100)
+            .unwrap();
+        let high = (0..)
+            .map(|i| format!("high{i}"))
+            .find(|e| crate::store::hll::hash_element(e.as_bytes()).0 >= 100)
+            .unwrap();
+        for (s, c) in [(&on_shared, &mut c1), (&on_exclusive, &mut c2)] {
+            run_exclusive(s, c, &["SET", "bad-hll", corrupt], now);
+        }
+        let (got, stayed_shared) =
+            run(&on_shared, &mut c1, &["PFADD", "bad-hll", &low, &high], now);
+        assert!(!stayed_shared);
+        let want = run_exclusive(
+            &on_exclusive,
+            &mut c2,
+            &["PFADD", "bad-hll", &low, &high],
+            now,
+        );
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert!(matches!(want, Reply::Error(_)), "{want:?}");
+        assert_eq!(
+            state(&on_shared, &mut c1, "bad-hll", now),
+            state(&on_exclusive, &mut c2, "bad-hll", now)
+        );
+        assert_ne!(
+            format!(
+                "{:?}",
+                run_exclusive(&on_shared, &mut c1, &["GET", "bad-hll"], now)
+            ),
+            format!("{:?}", Reply::Bulk(corrupt.into())),
+            "the register before the corrupt run was raised"
         );
         // The deferred DEL deleted nothing before it deferred; the exclusive path deleted both.
         assert_eq!(

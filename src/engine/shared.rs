@@ -426,7 +426,7 @@ pub struct Shared {
     pub repl_knobs: ReplKnobs,
     /// The `bf-*` and `cf-*` defaults (and `cf-max-expansions`), for adds on the shared path,
     /// which takes no config lock.
-    pub filter_defaults: crate::store::db::FilterDefaults,
+    pub write_config: crate::store::db::WriteConfig,
     /// More than one thread runs batches (a multi-thread runtime, set when the server starts;
     /// `Store::parallel_batches` is the keyspace's copy): commands whose shared handler only
     /// pays off beside other cores take it only then (`CommandSpec::shared_parallel_only`).
@@ -474,7 +474,7 @@ impl Shared {
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
             repl_knobs: knobs,
-            filter_defaults: crate::store::db::FilterDefaults::default(),
+            write_config: crate::store::db::WriteConfig::default(),
             parallel_batches: AtomicBool::new(false),
             persistence: Mutex::new(PersistenceStatus::default()),
             aof: Mutex::new(None),
@@ -485,7 +485,7 @@ impl Shared {
             repl_acked: Notify::new(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
-        shared.mirror_filter_defaults(&shared.config());
+        shared.mirror_write_config(&shared.config());
         {
             let mut engine = shared.engine();
             engine.pubsub.limit = Some(obuf_limits.pubsub);
@@ -495,13 +495,15 @@ impl Shared {
         shared
     }
 
-    fn mirror_filter_defaults(&self, config: &Config) {
-        self.filter_defaults.set_bloom(
+    fn mirror_write_config(&self, config: &Config) {
+        self.write_config
+            .set_hll_sparse_max_bytes(config.hll_sparse_max_bytes as u64);
+        self.write_config.set_bloom(
             config.bf_error_rate,
             config.bf_initial_size as u64,
             config.bf_expansion_factor as u32,
         );
-        self.filter_defaults
+        self.write_config
             .set_cuckoo(crate::store::db::CuckooDefaults {
                 initial_size: config.cf_initial_size,
                 bucket_size: config.cf_bucket_size,
@@ -521,7 +523,7 @@ impl Shared {
         self.repl_knobs.update(&config);
         // CONFIG SET runs under the exclusive keyspace lock, so no shared-path reader sees these
         // half updated.
-        self.mirror_filter_defaults(&config);
+        self.mirror_write_config(&config);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         // After the write, so a connection that sees the new generation reads the new values.
         self.config_gen.fetch_add(1, Ordering::Release);
