@@ -670,6 +670,7 @@ fn mset_shared_generic(db: &mut SharedDb, argv: &[Bytes], nx: bool) -> CmdResult
             .map(|k| db.key_hash(k))
             .collect(),
     };
+    debug_assert_eq!(hashes.len(), argv.len() / 2, "a hash per key");
     let mut adding = 0;
     let mut live = false;
     for (key, &h) in argv[1..].iter().step_by(2).zip(&hashes) {
