@@ -189,8 +189,9 @@ fn mixed_pipelines_answer_as_one_by_one() {
     }
 }
 
-/// Sends `commands` pipelined, `BATCH` at a time, and checks every reply.
-fn pipeline(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) {
+/// Sends `commands` pipelined, `BATCH` at a time; their replies.
+fn pipeline_replies(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) -> Vec<Vec<u8>> {
+    let mut replies = Vec::with_capacity(commands.len());
     for chunk in commands.chunks(BATCH) {
         let mut out = Vec::new();
         for (argv, _) in chunk {
@@ -198,14 +199,19 @@ fn pipeline(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) {
             out.extend(encode_command(&argv));
         }
         c.send_raw(&out);
-        for (argv, want) in chunk {
-            let got = c.read_reply();
-            assert_eq!(
-                String::from_utf8_lossy(&got),
-                String::from_utf8_lossy(want),
-                "{argv:?}"
-            );
-        }
+        replies.extend(chunk.iter().map(|_| c.read_reply()));
+    }
+    replies
+}
+
+/// Sends `commands` pipelined, `BATCH` at a time, and checks every reply.
+fn pipeline(c: &mut common::RawConn, commands: &[(Vec<String>, Vec<u8>)]) {
+    for ((argv, want), got) in commands.iter().zip(pipeline_replies(c, commands)) {
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "{argv:?}"
+        );
     }
 }
 
@@ -601,19 +607,7 @@ fn pfadds_from_many_connections_leave_what_one_connection_leaves() {
             .map(|t| {
                 let mut c = shared.raw();
                 let commands = commands(t);
-                std::thread::spawn(move || {
-                    let mut got = Vec::new();
-                    for chunk in commands.chunks(BATCH) {
-                        let mut out = Vec::new();
-                        for (argv, _) in chunk {
-                            let argv: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
-                            out.extend(encode_command(&argv));
-                        }
-                        c.send_raw(&out);
-                        got.extend(chunk.iter().map(|_| c.read_reply()));
-                    }
-                    got
-                })
+                std::thread::spawn(move || pipeline_replies(&mut c, &commands))
             })
             .collect();
         threads
