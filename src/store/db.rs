@@ -281,8 +281,10 @@ pub struct SharedDb<'a> {
     /// which no slice has.
     first_key: (usize, usize, u64),
     /// The hashes [`SharedDb::hold`] computed for a command of several keys, in argument order
-    /// (MSET writes each key with its hash: [`SharedDb::take_key_hashes`]).
-    key_hashes: Option<Vec<u64>>,
+    /// (MSET writes each key with its hash: [`SharedDb::take_key_hashes`]); kept for writes
+    /// only, and inline up to 8 keys, so that a read of several keys (MGET, EXISTS) allocates
+    /// nothing for it.
+    key_hashes: Option<SmallVec<[u64; 8]>>,
 }
 
 /// A value being written in place under the shared lock ([`SharedDb::write`]).
@@ -330,14 +332,21 @@ impl<'a> SharedDb<'a> {
             self.lock(stripe_of(h), write);
             return;
         };
-        let hashes: Vec<u64> = [h, self.db.hash(second)]
+        let hashes: SmallVec<[u64; 8]> = [h, self.db.hash(second)]
             .into_iter()
             .chain(keys.map(|k| self.db.hash(k)))
             .collect();
         let mut want: SmallVec<[usize; 8]> = hashes.iter().map(|&h| stripe_of(h)).collect();
-        self.key_hashes = Some(hashes);
+        if write {
+            self.key_hashes = Some(hashes);
+        }
         want.sort_unstable();
         want.dedup();
+        // The guards after the first, in one allocation (pushed one by one, the list grew
+        // through 4, 8 and 16: a realloc each).
+        if want.len() > 1 {
+            self.held_more = Some(Vec::with_capacity(want.len() - 1));
+        }
         for i in want {
             self.lock(i, write);
         }
@@ -380,9 +389,10 @@ impl<'a> SharedDb<'a> {
         self.hash(key)
     }
 
-    /// The hashes of a command's keys, in argument order, when [`SharedDb::hold`] took several
-    /// (it computed them for their stripes); `None` for one key or when taken already.
-    pub fn take_key_hashes(&mut self) -> Option<Vec<u64>> {
+    /// The hashes of a write's keys, in argument order, when [`SharedDb::hold`] took several for
+    /// writing (it computed them for their stripes); `None` for one key, for a read, or when
+    /// taken already.
+    pub fn take_key_hashes(&mut self) -> Option<SmallVec<[u64; 8]>> {
         self.key_hashes.take()
     }
 
