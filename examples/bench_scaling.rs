@@ -284,7 +284,6 @@ fn main() {
             for shared in &engines {
                 let mut engine = shared.engine();
                 engine.store.shared_inserts = shared_inserts;
-                engine.store.parallel_batches = parallel;
                 shared.parallel_batches.store(parallel, Ordering::Relaxed);
             }
             for t in 0..n {
@@ -366,6 +365,7 @@ fn main() {
                             let t1 = Instant::now();
                             if prefetch {
                                 commands::prefetch_keys(
+                                    &shared,
                                     &engine,
                                     &mut c,
                                     chunk.iter().map(|a| &a[..]),

@@ -678,6 +678,7 @@ impl Ctx<'_> {
 /// commands wait on a filter bigger than the caches (`ScalingBloom::prefetch_item`,
 /// `CuckooFilter::prefetch_item`).
 pub fn prefetch_keys<'a>(
+    shared: &Shared,
     lock: &shared_path::EngineLock,
     client: &mut ClientState,
     batch: impl Iterator<Item = &'a [Bytes]> + Clone,
@@ -694,8 +695,10 @@ pub fn prefetch_keys<'a>(
             .map(|key| &key[..]),
         // Under the exclusive lock, or with one thread running batches, nothing can change a
         // segment beside the walks.
-        (lock.is_shared() && engine.store.shared_inserts && engine.store.parallel_batches)
-            .then_some(&engine.store.stripes),
+        (lock.is_shared()
+            && engine.store.shared_inserts
+            && shared.parallel_batches.load(Ordering::Relaxed))
+        .then_some(&engine.store.stripes),
     );
     // A pipeline mostly hits one filter: its lookup is reused while the key repeats (a lookup
     // per request was ~100 of a pipelined CF.ADD's ~3,000 instructions, filter big or small).

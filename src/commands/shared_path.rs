@@ -52,7 +52,7 @@
 //! so the exclusive lock always sees it exact. With more than one thread running batches, one
 //! more reader has to hold stripes: the batch prefetch, which walks the segments of the batch's
 //! keys before the commands run (`Db::prefetch`); with one thread nothing runs beside it, and it
-//! takes no lock (`store::db::Store::parallel_batches`, set by `server` from the runtime).
+//! takes no lock (`engine::Shared::parallel_batches`, set by `server` from the runtime).
 //! Inserts are on with either runtime (`Store::shared_inserts`): on one thread, a new key that
 //! deferred sent its client's next batches to the exclusive path, which cost a pipelined SET of
 //! fresh keys ~10 % more instructions. `DEL` and `UNLINK` remove keys the same way
@@ -742,7 +742,7 @@ mod tests {
         c.shared_write_backoff = 0;
         let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
         assert!(lock.is_shared());
-        super::super::prefetch_keys(&lock, &mut c, batch.iter().map(Vec::as_slice));
+        super::super::prefetch_keys(&shared, &lock, &mut c, batch.iter().map(Vec::as_slice));
         // BF.EXISTS and CF.* of the two large filters; not the missing key.
         assert_eq!(c.prefetched.items().len(), 15);
         for (p, argv) in c.prefetched.items().iter().zip(&batch) {
@@ -1781,7 +1781,12 @@ mod tests {
                         let mut lock = EngineLock::for_batch(&shared, &batch[0], &mut c);
                         // As the connection loop: the batch's lookups prefetched first, under
                         // the stripes of the segments they walk.
-                        super::super::prefetch_keys(&lock, &mut c, batch.iter().map(|a| &a[..]));
+                        super::super::prefetch_keys(
+                            &shared,
+                            &lock,
+                            &mut c,
+                            batch.iter().map(|a| &a[..]),
+                        );
                         for a in batch {
                             let reply = lock.dispatch(&shared, &mut c, a, now).expect("running");
                             assert!(!reply.is_error(), "{reply:?}");

@@ -427,10 +427,13 @@ pub struct Shared {
     /// The `bf-*` and `cf-*` defaults (and `cf-max-expansions`), for adds on the shared path,
     /// which takes no config lock.
     pub write_config: crate::store::db::WriteConfig,
-    /// More than one thread runs batches (a multi-thread runtime, set when the server starts;
-    /// `Store::parallel_batches` is the keyspace's copy): commands whose shared handler only
-    /// pays off beside other cores take it only then (`CommandSpec::shared_parallel_only`).
-    /// Read when a batch chooses its lock, before any lock is taken.
+    /// More than one thread runs batches (a multi-thread runtime; set when the server starts,
+    /// before any connection). Then the batch prefetch (`Db::prefetch`) walks the table under
+    /// stripes, since another thread's insert may be changing a segment it reads (with one
+    /// thread nothing runs beside the batch, and the walk takes no lock: a lock per prefetched
+    /// key was +33 instructions a pipelined GET); and commands whose shared handler only pays
+    /// off beside other cores take it (`CommandSpec::shared_parallel_only`). Outside the
+    /// keyspace lock, since a batch reads it before choosing its lock.
     pub parallel_batches: AtomicBool,
     pub persistence: Mutex<PersistenceStatus>,
     /// The open AOF, when `appendonly yes` (lock order: this, then the keyspace).

@@ -274,6 +274,7 @@ pub async fn serve(
                     for i in 0..batch {
                         if i % PREFETCH_BATCH == 0 && batch - i > 1 {
                             commands::prefetch_keys(
+                                &shared,
                                 &engine,
                                 &mut client,
                                 (i..batch).map(|j| requests.get(j)),

@@ -116,7 +116,7 @@
 //! unit, as on the exclusive path. Segment splits stay exclusive: shared inserts may run 1/16
 //! past the split mark, and the exclusive path catches up (up to 4 splits per key it adds, and
 //! in the cron). On with either runtime since 2026-12-06 late night (on one thread the batch
-//! prefetch still takes no stripe: nothing runs beside it; `Store::parallel_batches`).
+//! prefetch still takes no stripe: nothing runs beside it; `Shared::parallel_batches`).
 //! `bench_scaling`, a new key per request, 2 threads, medians of 3 rounds (2026-12-06
 //! 17:34–17:48 UTC, load 1.2–1.7; `for r in 1 2 3; do target/release/examples/bench_scaling N
 //! 1,2 16 C; done` with N = 400k for SET-new/INCR-new, 200k BF.ADD-new, 100k CF.ADD-new), M
@@ -314,15 +314,13 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
 
 /// Writes under the shared lock may add keys (`store::db::Store::shared_inserts`) on any
 /// runtime; with more than one thread running batches (a multi-thread runtime) the batch
-/// prefetch must then hold stripes (`Store::parallel_batches`).
+/// prefetch must then hold stripes (`Shared::parallel_batches`).
 fn allow_shared_inserts(shared: &Shared) {
     let mut engine = shared.engine();
     engine.store.shared_inserts = true;
-    engine.store.parallel_batches = tokio::runtime::Handle::current().runtime_flavor()
+    let parallel = tokio::runtime::Handle::current().runtime_flavor()
         != tokio::runtime::RuntimeFlavor::CurrentThread;
-    shared
-        .parallel_batches
-        .store(engine.store.parallel_batches, Ordering::Relaxed);
+    shared.parallel_batches.store(parallel, Ordering::Relaxed);
 }
 
 /// The SIGTERM shutdown: the shutdown sequence with the save points deciding, under the keyspace

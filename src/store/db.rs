@@ -1169,7 +1169,7 @@ impl Db {
     /// keys that are not in the table, or arguments that are not keys, cost a wasted line.
     ///
     /// `stripes`: given when other threads may be adding keys under the shared lock meanwhile
-    /// ([`Store::shared_inserts`] with [`Store::parallel_batches`]): their writers change
+    /// ([`Store::shared_inserts`] with `Shared::parallel_batches`): their writers change
     /// segments other keys' readers do not exclude, so each walk holds its hash's stripe for
     /// reading, as a read would.
     pub fn prefetch<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, stripes: Option<&Stripes>) {
@@ -1192,7 +1192,7 @@ impl Db {
     /// `inserts`: whether a write may add a key ([`SharedDb::write_or_vacant`]),
     /// [`Store::shared_inserts`]: sound because every reader that can run beside the write holds
     /// stripes (with one thread running batches, the batch prefetch runs before the commands,
-    /// never beside them: [`Store::parallel_batches`]).
+    /// never beside them: `Shared::parallel_batches`).
     pub fn shared_view<'a>(
         &'a self,
         stripes: &'a Stripes,
@@ -1902,11 +1902,6 @@ pub struct Store {
     /// backoff): on one thread that cost a pipelined SET of fresh keys ~230 instructions a
     /// request (callgrind, 100k keys, 14 % new: 2,265 against 2,035 with it on).
     pub shared_inserts: bool,
-    /// Whether more than one thread runs batches (a multi-thread runtime): the batch prefetch
-    /// ([`Db::prefetch`]) then walks the table under stripes, since another thread's insert may
-    /// be changing a segment it reads. With one thread nothing runs beside the batch, and the
-    /// walk takes no lock (a lock per prefetched key was +33 instructions a pipelined GET).
-    pub parallel_batches: bool,
 }
 
 impl Store {
@@ -1916,7 +1911,6 @@ impl Store {
             stripes: Stripes::default(),
             notify_flags: 0,
             shared_inserts: false,
-            parallel_batches: false,
         }
     }
 

@@ -288,7 +288,7 @@ type SegExpires = SegCell<HashTable<(Bytes, u64)>>;
 // `remove_expiry_shared`, whose callers hold the segment's stripe for writing (every key of the
 // segment maps to it at the levels where that is allowed); everything that reads a segment's
 // tables under the shared lock holds the stripe of the key it reads (`store::db::SharedDb`), or,
-// when another thread may be inserting under the shared lock meanwhile (`Store::parallel_batches`
+// when another thread may be inserting under the shared lock meanwhile (`Shared::parallel_batches`
 // with inserts on), the stripe of the hash it walks (`Db::prefetch`, which reads the key map
 // alone; with one thread running batches the walk ends before that thread's commands run, and
 // no other thread inserts). So a reading `&` and the writing `&mut` never overlap in time,
