@@ -441,8 +441,18 @@ pub struct KeyTable {
 
 impl Default for KeyTable {
     fn default() -> KeyTable {
-        KeyTable::with_hasher(ahash::RandomState::new())
+        KeyTable::with_hasher(process_hasher())
     }
+}
+
+/// The key hash of every table: seeded once per process, as Redis seeds its dict hash once at
+/// startup. A SCAN cursor is a position in that hash's order ([`scan_position`]), so it keeps
+/// its meaning when a load puts the keys in a new table mid-walk (DEBUG RELOAD, a replica's full
+/// sync), as Redis's does; with a seed per table such a walk returned keys twice and missed
+/// others. Still random per process, so no one can aim keys at a segment.
+fn process_hasher() -> ahash::RandomState {
+    static HASHER: std::sync::OnceLock<ahash::RandomState> = std::sync::OnceLock::new();
+    HASHER.get_or_init(ahash::RandomState::new).clone()
 }
 
 fn seg_bits(h: u64) -> usize {
