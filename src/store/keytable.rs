@@ -517,23 +517,46 @@ impl ScanPage {
         out: &mut Vec<Bytes>,
     ) -> Option<u64> {
         let first = self.order.partition_point(|k| k.position < cursor);
-        let mut taken = 0;
-        let mut last = 0;
-        for k in &self.order[first..] {
-            let key = &self.keys[k.at..k.at + k.len];
-            if !keep(k.hash, key) {
-                continue;
-            }
-            if taken >= need && k.position != last {
-                // `last` is below this key's position, so `last + 1` does not wrap.
-                return Some(last + 1);
-            }
-            out.push(self.keys.slice(k.at..k.at + k.len));
-            taken += 1;
-            last = k.position;
-        }
-        None
+        let keys = self.order[first..].iter().map(|k| (k.position, k.hash, k));
+        take_in_order(
+            keys,
+            need,
+            keep,
+            out,
+            |k| &self.keys[k.at..k.at + k.len],
+            |k| self.keys.slice(k.at..k.at + k.len),
+        )
     }
+}
+
+/// A SCAN step's take from keys in position order, `(position, hash, key)`: the first `need`
+/// that `keep` accepts, and any sharing the last one's position (the next cursor is past it), onto
+/// `out` as `bytes` makes them; the next cursor if keys are left after them, `None` if `sorted`
+/// ran out. `bytes(key)` gives a key's bytes to `keep`, and `owned(key)` the reply's copy or
+/// slice of them.
+fn take_in_order<'k, K: Copy + 'k>(
+    sorted: impl Iterator<Item = (u64, u64, K)>,
+    need: usize,
+    keep: &impl Fn(u64, &[u8]) -> bool,
+    out: &mut Vec<Bytes>,
+    bytes: impl Fn(K) -> &'k [u8],
+    owned: impl Fn(K) -> Bytes,
+) -> Option<u64> {
+    let mut taken = 0;
+    let mut last = 0;
+    for (position, hash, key) in sorted {
+        if !keep(hash, bytes(key)) {
+            continue;
+        }
+        if taken >= need && position != last {
+            // `last` is below this key's position, so `last + 1` does not wrap.
+            return Some(last + 1);
+        }
+        out.push(owned(key));
+        taken += 1;
+        last = position;
+    }
+    None
 }
 
 /// The pages SCAN keeps between steps ([`KeyTable::scan`]): a walk with COUNT 10 asks for a
@@ -1183,8 +1206,9 @@ impl KeyTable {
         (cursor, out)
     }
 
-    /// [`ScanPage::take`] without a page: the keys of `seg` at or after `cursor` that `keep`
-    /// accepts, hashed and the first `need` selected by position.
+    /// [`ScanPage::take`] without a page (a step that takes the rest of the segment, or a
+    /// segment whose keys are too large to copy): the keys of `seg` at or after `cursor`, hashed
+    /// and ordered for this step alone.
     fn scan_select(
         &self,
         seg: &Segment,
@@ -1194,34 +1218,23 @@ impl KeyTable {
         position: &impl Fn(u64) -> u64,
         out: &mut Vec<Bytes>,
     ) -> Option<u64> {
-        let mut page: Vec<(u64, &Entry)> = Vec::with_capacity(seg.map.len());
+        let mut page: Vec<(u64, u64, &[u8])> = Vec::with_capacity(seg.map.len());
         for e in seg.map.iter() {
             let h = self.hasher.hash_one(e.key());
             let p = position(h);
-            if p >= cursor && keep(h, e.key()) {
-                page.push((p, e));
+            if p >= cursor {
+                page.push((p, h, e.key()));
             }
         }
-        if page.len() <= need {
-            page.sort_unstable_by_key(|&(p, _)| p);
-            out.extend(page.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
-            return None;
-        }
-        // Only the first `need` positions are ordered; the rest need only be after them.
-        page.select_nth_unstable_by_key(need - 1, |&(p, _)| p);
-        let last = page[need - 1].0;
-        let (first, rest) = page.split_at_mut(need);
-        first.sort_unstable_by_key(|&(p, _)| p);
-        // Keys sharing the last position go with it: the next cursor is past it.
-        let ties = rest.iter().filter(|&&(p, _)| p == last).count();
-        out.extend(first.iter().map(|(_, e)| Bytes::copy_from_slice(e.key())));
-        out.extend(
-            rest.iter()
-                .filter(|&&(p, _)| p == last)
-                .map(|(_, e)| Bytes::copy_from_slice(e.key())),
-        );
-        // `last` is below the next key's position, so `last + 1` does not wrap.
-        (need + ties < page.len()).then_some(last + 1)
+        page.sort_unstable_by_key(|&(p, _, _)| p);
+        take_in_order(
+            page.into_iter(),
+            need,
+            keep,
+            out,
+            |k| k,
+            Bytes::copy_from_slice,
+        )
     }
 
     /// Every key of `seg`, ordered by position, for [`ScanCache`]; `None` for a segment whose
