@@ -10,8 +10,10 @@
 //!
 //! SCAN uses `Db::scan`: the cursor is a position in the key table's scan order (its segment bits
 //! reversed, `store::keytable::scan_position`), so a key present for the whole iteration is
-//! returned exactly once whatever happens to the keyspace meanwhile. The cursor values differ from
-//! Redis's (which walks its hash table buckets), as any client must allow. A call looks at one
+//! returned exactly once whatever happens to the keyspace meanwhile, a load into new tables
+//! included (DEBUG RELOAD, a replica's full sync: one hash seed per process, as Redis). The
+//! cursor values differ from Redis's (which walks its hash table buckets), as any client must
+//! allow. A call looks at one
 //! segment's keys (~128-256), or a few when they run out, not at the whole keyspace; COUNT is the
 //! number of keys taken before MATCH / TYPE filter them, so a page may come back empty with a
 //! nonzero cursor, as in Redis.
