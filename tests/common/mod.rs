@@ -110,10 +110,31 @@ pub fn tempdir(tag: &str) -> std::path::PathBuf {
     d
 }
 
-/// A TCP port that was free a moment ago (bound to port 0 and released), for a spawned binary.
+/// The ports [`free_port`] hands out: below Linux's default ephemeral range (32768-60999), so the
+/// kernel never gives one of them to a `bind(0)` or as a connection's source port.
+const TEST_PORTS: std::ops::Range<u32> = 12_000..32_000;
+
+/// A TCP port that was free a moment ago, for a spawned binary; never the same one twice in a
+/// test process.
+///
+/// It used to be the kernel's pick for `bind(0)`, released at once. Two tests running in parallel
+/// could then both be handed the same port before either server bound it: one server failed to
+/// bind, and its test talked to the other test's server until that one exited (the CI run at
+/// b3c9a32 lost `a_full_disk_under_always_exits_1_losing_nothing` with a connection reset so).
+/// Now each process walks the range from a pid-dependent start, and a port is still checked by
+/// binding it, in case another process holds it.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    let origin = std::process::id().wrapping_mul(7_919) % span;
+    loop {
+        let step = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(step < span, "every test port handed out");
+        let port = (TEST_PORTS.start + (origin + step) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A field of `INFO persistence` ("" when absent).
@@ -167,9 +188,22 @@ impl std::ops::DerefMut for ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Already gone (the test stopped it) is the common case: both calls are then no-ops.
-        if let Some(child) = self.0.as_mut() {
+        if let Some(mut child) = self.0.take() {
             let _ = child.kill();
-            let _ = child.wait();
+            if !std::thread::panicking() {
+                let _ = child.wait();
+                return;
+            }
+            // A failing test: show what its server said, which is often why (it exited, or never
+            // bound its port). The pipes are read to their end now that the process is gone.
+            if let Ok(out) = child.wait_with_output() {
+                eprintln!(
+                    "the test's server ended with {}; its stdout:\n{}\nits stderr:\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
         }
     }
 }
@@ -214,10 +248,11 @@ pub fn spawn_binary_with(
 /// Connects once the spawned server accepts connections (polling, bounded).
 ///
 /// It waits for the port to show a listener in `/proc/net/tcp{,6}` before connecting at all: a
-/// connect to a port nothing listens on yet can succeed as a connection to itself (`free_port`'s
-/// port is in the ephemeral range, and the kernel may pick it as the source port: a TCP
-/// simultaneous open), and that socket, even closed, makes the server's bind of the port fail for
-/// seconds. The CI run at eba41ca, and a local run after it, lost `tests/memory.rs`'s server so.
+/// connect to a port nothing listens on yet can succeed as a connection to itself when the port
+/// is in the ephemeral range (the kernel may pick it as the source port: a TCP simultaneous open),
+/// and that socket, even closed, makes the server's bind of the port fail for seconds. The CI run
+/// at eba41ca, and a local run after it, lost `tests/memory.rs`'s server so, when `free_port`
+/// still drew from that range; ports other tests pass in may still.
 pub fn connect_when_ready(addr: std::net::SocketAddr) -> RawConn {
     let start = std::time::Instant::now();
     loop {
