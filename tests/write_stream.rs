@@ -22,7 +22,7 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         let shared = Shared::new(Config::default(), commands::table().len());
-        let addr = "127.0.0.1:1".parse().unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let handle = Arc::new(ClientHandle::new(1, addr, addr));
         let client = ClientState::new(handle, true);
         let sub = shared.engine().subscribe_stream(0, None);

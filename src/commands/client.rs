@@ -152,6 +152,9 @@ pub fn info_string(
             flags.push('B');
         }
     }
+    if h.addr.is_unix() {
+        flags.push('U');
+    }
     let redir = tracking.map_or(-1, |st| st.redirect as i64);
     if flags.is_empty() {
         flags.push('N');

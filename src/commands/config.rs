@@ -79,7 +79,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         if crate::config::is_protected(d.name)
             && !crate::config::allows_protected(
                 &updated.enable_protected_configs,
-                ctx.client.handle.addr.ip().is_loopback(),
+                ctx.client.handle.addr.is_local(),
             )
         {
             return Err(CmdError::Owned(format!(

@@ -976,7 +976,7 @@ fn refuse_protected(
     } else {
         &c.enable_module_command
     };
-    if crate::config::allows_protected(setting, client.handle.addr.ip().is_loopback()) {
+    if crate::config::allows_protected(setting, client.handle.addr.is_local()) {
         return None;
     }
     Some(CmdError::Static(if is_debug {

@@ -148,8 +148,6 @@ pub static ACCEPTED: &[Accepted] = &[
     row("tls-session-cache-size", "20480", true),
     row("tls-session-cache-timeout", "300", true),
     row("tls-session-caching", "yes", true),
-    row("unixsocket", "", false),
-    row("unixsocketperm", "0", false),
     row("zset-max-listpack-entries", "128", true),
     row("zset-max-listpack-value", "64", true),
     row("zset-max-ziplist-entries", "128", true),

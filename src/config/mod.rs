@@ -36,6 +36,10 @@ pub struct Config {
     pub timeout: u64,
     pub tcp_keepalive: u64,
     pub tcp_backlog: u32,
+    /// `unixsocket`: also listen on a Unix domain socket at this path ("" = none).
+    pub unixsocket: String,
+    /// `unixsocketperm`: the socket file's permission bits (0 = leave the umask's).
+    pub unixsocketperm: u32,
     pub protected_mode: bool,
     pub loglevel: String,
     pub logfile: String,
@@ -134,6 +138,8 @@ impl Default for Config {
             timeout: 0,
             tcp_keepalive: 300,
             tcp_backlog: 511,
+            unixsocket: String::new(),
+            unixsocketperm: 0,
             protected_mode: true,
             loglevel: "notice".into(),
             logfile: String::new(),
@@ -318,6 +324,38 @@ fn parse_num<T: std::str::FromStr>(args: &[String], min: i128, max: i128) -> Res
         .map_err(|_| "argument couldn't be parsed into an integer".into())
 }
 
+/// An octal setting as Redis reads one (`strtoll(value, &end, 8)`, then the range): leading
+/// white space and a sign are allowed, nothing after the digits, and "" is 0. The range error
+/// shows the bounds in octal, as Redis's does.
+fn parse_octal(s: &str, max: u32) -> Result<u32, String> {
+    const NOT_OCTAL: &str = "argument couldn't be parsed as an octal number";
+    let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    // No digits: strtoll converts nothing and leaves the end at the start, so only "" passes.
+    if digits.is_empty() && !s.is_empty() {
+        return Err(NOT_OCTAL.into());
+    }
+    let mut n: i64 = 0;
+    for b in digits.bytes() {
+        if !(b'0'..=b'7').contains(&b) {
+            return Err(NOT_OCTAL.into());
+        }
+        n = n
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(i64::from(b - b'0')))
+            .ok_or(NOT_OCTAL)?;
+    }
+    let n = if negative { -n } else { n };
+    if n < 0 || n > i64::from(max) {
+        return Err(format!("argument must be between 0 and {max:o} inclusive"));
+    }
+    Ok(n as u32)
+}
+
 /// RedisBloom's integer settings: strict integer within `[min, max]`, with its error texts.
 fn bf_int(args: &[String], name: &str, min: i64, max: i64) -> Result<i64, String> {
     let v = crate::numeric::parse_i64(one(args)?.as_bytes())
@@ -451,6 +489,26 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.tcp_backlog.to_string(),
         set: |c, a| {
             c.tcp_backlog = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "unixsocket",
+        doc: "Also listen on a Unix domain socket at this path (\"\" = none).",
+        mutable: false,
+        get: |c| c.unixsocket.clone(),
+        set: |c, a| {
+            c.unixsocket = one(a)?.to_string();
+            Ok(())
+        },
+    },
+    Directive {
+        name: "unixsocketperm",
+        doc: "Permission bits of the Unix socket file, in octal (0 = as the umask leaves them).",
+        mutable: false,
+        get: |c| format!("{:o}", c.unixsocketperm),
+        set: |c, a| {
+            c.unixsocketperm = parse_octal(one(a)?, 0o777)?;
             Ok(())
         },
     },
@@ -1431,6 +1489,44 @@ fn quote(v: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn octal_settings_parse_as_redis_reads_them() {
+        let ok = |v: &str| parse_octal(v, 0o777);
+        for (text, want) in [
+            ("700", 0o700),
+            ("0777", 0o777),
+            ("", 0),
+            (" 7", 7),
+            ("+7", 7),
+            ("-0", 0),
+        ] {
+            assert_eq!(ok(text), Ok(want), "{text:?}");
+        }
+        for text in [
+            "999",
+            "8",
+            "abc",
+            "7x",
+            " ",
+            "+",
+            "0x7",
+            "77777777777777777777777",
+        ] {
+            assert_eq!(
+                ok(text),
+                Err("argument couldn't be parsed as an octal number".into()),
+                "{text:?}"
+            );
+        }
+        for text in ["1000", "-1"] {
+            assert_eq!(
+                ok(text),
+                Err("argument must be between 0 and 777 inclusive".into()),
+                "{text:?}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -25,8 +25,8 @@ pub mod tracking;
 
 pub use propagate::{StreamCell, SubscriberId, WriteStream};
 pub use shared::{
-    AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PersistenceStatus, PreparedSwitch,
-    Shared, Stats,
+    AofProgress, AofRewriteJob, AofSink, BgJob, ClientHandle, PeerAddr, PersistenceStatus,
+    PreparedSwitch, Shared, Stats,
 };
 
 /// Per-command statistics (INFO commandstats).

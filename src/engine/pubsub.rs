@@ -411,7 +411,7 @@ impl PubSub {
         &self,
         self_id: u64,
         db: usize,
-        addr: &std::net::SocketAddr,
+        addr: &super::PeerAddr,
         argv: &[Bytes],
         redacted: &dyn Fn(usize) -> bool,
     ) -> Option<Bytes> {
@@ -422,9 +422,10 @@ impl PubSub {
             BytesMut::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
         line.put_slice(
             format!(
-                "+{}.{:06} [{db} {addr}]",
+                "+{}.{:06} [{db} {}]",
                 now.as_secs(),
-                now.subsec_micros()
+                now.subsec_micros(),
+                addr.monitor_name()
             )
             .as_bytes(),
         );
@@ -459,7 +460,7 @@ mod tests {
     use super::*;
 
     fn client(id: u64) -> Arc<ClientHandle> {
-        let a = "127.0.0.1:1".parse().unwrap();
+        let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         Arc::new(ClientHandle::new(id, a, a))
     }
 

@@ -17,11 +17,67 @@ use crate::config::Config;
 /// CLIENT LIST's `obl` and does not count toward `omem` nor the output buffer limits.
 pub const REPLY_BUFFER_BYTES: usize = 16 * 1024;
 
+/// One end of a client's connection: a TCP address, or the server's Unix socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerAddr {
+    Tcp(SocketAddr),
+    /// The `unixsocket` path. Redis names both ends of every socket client by it, with port 0
+    /// (`addr=/run/redis.sock:0`), as the peer of a Unix socket has no name of its own.
+    Unix(Arc<str>),
+}
+
+impl PeerAddr {
+    /// Loopback TCP or the Unix socket: Redis's `islocalClient`, which the `local` setting of
+    /// `enable-debug-command` and its kin admits.
+    pub fn is_local(&self) -> bool {
+        match self {
+            PeerAddr::Tcp(a) => a.ip().is_loopback(),
+            PeerAddr::Unix(_) => true,
+        }
+    }
+
+    pub fn is_unix(&self) -> bool {
+        matches!(self, PeerAddr::Unix(_))
+    }
+
+    /// The host part: the IP address, or the socket's path.
+    pub fn host(&self) -> String {
+        match self {
+            PeerAddr::Tcp(a) => a.ip().to_string(),
+            PeerAddr::Unix(path) => path.to_string(),
+        }
+    }
+
+    /// How MONITOR names the client: `127.0.0.1:50012`, or `unix:/run/redis.sock`.
+    pub fn monitor_name(&self) -> String {
+        match self {
+            PeerAddr::Tcp(a) => a.to_string(),
+            PeerAddr::Unix(path) => format!("unix:{path}"),
+        }
+    }
+}
+
+/// CLIENT LIST's `addr=`/`laddr=` and CLIENT KILL's address: `ip:port`, `[ip6]:port`, `path:0`.
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Tcp(a) => a.fmt(f),
+            PeerAddr::Unix(path) => write!(f, "{path}:0"),
+        }
+    }
+}
+
+impl From<SocketAddr> for PeerAddr {
+    fn from(a: SocketAddr) -> PeerAddr {
+        PeerAddr::Tcp(a)
+    }
+}
+
 /// One connected client as others see it (CLIENT LIST, CLIENT KILL, INFO clients).
 pub struct ClientHandle {
     pub id: u64,
-    pub addr: SocketAddr,
-    pub laddr: SocketAddr,
+    pub addr: PeerAddr,
+    pub laddr: PeerAddr,
     pub created: Instant,
     /// Unix ms of the last read or write on the socket (CLIENT LIST `idle`, the `timeout`
     /// directive): Redis's `lastinteraction`.
@@ -71,11 +127,11 @@ pub struct ClientMem {
 }
 
 impl ClientHandle {
-    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr) -> ClientHandle {
+    pub fn new(id: u64, addr: impl Into<PeerAddr>, laddr: impl Into<PeerAddr>) -> ClientHandle {
         ClientHandle {
             id,
-            addr,
-            laddr,
+            addr: addr.into(),
+            laddr: laddr.into(),
             created: Instant::now(),
             last_active_ms: AtomicU64::new(now_ms()),
             blocked: AtomicBool::new(false),

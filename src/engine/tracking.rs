@@ -276,7 +276,7 @@ mod tests {
     use super::*;
 
     fn client(id: u64) -> Arc<ClientHandle> {
-        let a = "127.0.0.1:1".parse().unwrap();
+        let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         Arc::new(ClientHandle::new(id, a, a))
     }
 

@@ -56,9 +56,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::socket::ClientStream;
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWriteExt, Interest};
 
 use crate::commands::shared_path::EngineLock;
 use crate::commands::{self, Action, ClientState, PREFETCH_BATCH};
@@ -113,11 +113,11 @@ fn publish_input(handle: &ClientHandle, inbuf: &BytesMut) {
 /// Serves one client until it quits, errs, is killed, times out or the server stops.
 pub async fn serve(
     shared: Arc<Shared>,
-    mut stream: TcpStream,
+    mut stream: ClientStream,
     handle: Arc<ClientHandle>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
+    stream.set_nodelay();
     let needs_auth = shared.config().requirepass.is_some();
     let mut client = ClientState::new(handle.clone(), !needs_auth);
     let mut parser = RequestParser::new();
@@ -453,10 +453,9 @@ pub async fn serve(
                 let sleep_ms = deadline.map_or(u64::MAX, |d| {
                     (d * 1000).saturating_sub(commands::now_ms()).max(1)
                 });
-                let (mut rd, mut wr) = stream.split();
                 tokio::select! {
                     // One segment at a time: a shared value goes straight from its buffer.
-                    r = wr.write(outbuf.front()) => match r {
+                    r = stream.write_some(outbuf.front()) => match r {
                         Ok(0) | Err(_) => break 'conn,
                         Ok(n) => {
                             handle.last_active_ms.store(commands::now_ms(), Ordering::Relaxed);
@@ -484,7 +483,7 @@ pub async fn serve(
                             }
                         }
                     },
-                    r = rd.read_buf(&mut inbuf), if can_read => match r {
+                    r = stream.read_some(&mut inbuf), if can_read => match r {
                         Ok(0) | Err(_) => read_closed = true,
                         Ok(n) => {
                             handle.last_active_ms.store(commands::now_ms(), Ordering::Relaxed);
@@ -631,7 +630,7 @@ fn stopping(handle: &ClientHandle, shutdown: &tokio::sync::watch::Receiver<bool>
 /// `recv` (tokio's tick check), so an event that another worker's driver records meanwhile is
 /// kept, as in tokio's `poll_read`.
 fn poll_read_into(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     inbuf: &mut BytesMut,
     cx: &mut Context<'_>,
 ) -> Poll<std::io::Result<usize>> {
@@ -692,7 +691,7 @@ fn poll_read_into(
 /// a non-blocking `send` is always safe to try, and when it would block (`WouldBlock`) the
 /// caller's `write` future asks the socket again, sees the same, clears the flag and waits, as
 /// after a `try_write` that would block.
-fn send_now(stream: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
+fn send_now(stream: &ClientStream, buf: &[u8]) -> std::io::Result<usize> {
     // SAFETY: `sendto` reads at most `buf.len()` bytes from `buf.as_ptr()`, which `buf` keeps
     // valid for the call, and writes no memory of ours (no address is passed). The descriptor
     // is `stream`'s socket, open while `stream` is borrowed. Every argument is passed as a full
@@ -717,7 +716,7 @@ fn send_now(stream: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
 }
 
 /// Writes everything pending, segment by segment.
-async fn write_out(stream: &mut TcpStream, out: &mut OutBuf) -> std::io::Result<()> {
+async fn write_out(stream: &mut ClientStream, out: &mut OutBuf) -> std::io::Result<()> {
     while !out.is_empty() {
         let n = stream.write(out.front()).await?;
         if n == 0 {

@@ -198,18 +198,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, UnixListener};
 
 pub mod busy_poll;
 pub mod clock;
 pub mod connection;
 pub mod link;
 pub mod replica;
+pub mod socket;
 pub mod timer;
 
 use crate::config::Config;
-use crate::engine::ClientHandle;
 pub use crate::engine::Shared;
+use crate::engine::{ClientHandle, PeerAddr};
+use socket::ClientStream;
 
 /// A running server: its address and shared state, for tests and `main`.
 pub struct ServerHandle {
@@ -227,7 +229,33 @@ impl ServerHandle {
     }
 }
 
+/// What the server listens on: `bind` × `port` over TCP, and the `unixsocket`.
+pub struct Listeners {
+    pub tcp: Vec<TcpListener>,
+    pub unix: Option<UnixListener>,
+}
+
+impl Listeners {
+    /// Opens both kinds; the error says which failed, in Redis's words.
+    pub async fn open(config: &Config) -> Result<Listeners, String> {
+        let tcp = if config.port == 0 && !config.unixsocket.is_empty() {
+            Vec::new()
+        } else {
+            bind(config)
+                .await
+                .map_err(|e| format!("Failed listening on port {} (tcp): {e}", config.port))?
+        };
+        let unix =
+            bind_unix(config).map_err(|e| format!("Failed opening Unix socket: bind: {e}"))?;
+        Ok(Listeners { tcp, unix })
+    }
+}
+
 /// Binds every `bind` address on `port`. An address prefixed with `-` is skipped when unavailable.
+///
+/// `port 0` is Redis's "no TCP": [`Listeners::open`] binds nothing when a `unixsocket` is set.
+/// Without one Redis would have nothing to listen on and exits; we bind a free port instead,
+/// which the in-process tests start with.
 pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
     let mut port = config.port;
@@ -288,6 +316,34 @@ pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
     Ok(listeners)
 }
 
+/// Listens on `unixsocket`, if set, with `unixsocketperm`'s mode. Whatever is at the path goes
+/// first: Redis unlinks it too (a socket file left by a server that was killed would otherwise
+/// make the bind fail).
+fn bind_unix(config: &Config) -> std::io::Result<Option<UnixListener>> {
+    if config.unixsocket.is_empty() {
+        return Ok(None);
+    }
+    let path = std::path::Path::new(&config.unixsocket);
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    if config.unixsocketperm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.unixsocketperm))?;
+    }
+    Ok(Some(listener))
+}
+
+/// Removes the socket file at shutdown, as Redis does ("Removing the unix socket file.").
+fn remove_unix_socket(shared: &Shared) {
+    let path = shared.config().unixsocket.clone();
+    if !path.is_empty() {
+        tracing::info!("Removing the unix socket file.");
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!("Error removing the unix socket file: {e}");
+        }
+    }
+}
+
 /// One warning line per directive of the configuration that is accepted but not implemented.
 fn warn_not_implemented(config: &Config) {
     for name in &config.not_implemented {
@@ -300,12 +356,18 @@ fn warn_not_implemented(config: &Config) {
 /// Loads the snapshot, binds and starts serving in the background.
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     warn_not_implemented(&config);
-    let listeners = bind(&config).await?;
+    let listeners = Listeners::open(&config)
+        .await
+        .map_err(std::io::Error::other)?;
     let shared = Shared::new(config, crate::commands::table().len());
     allow_shared_inserts(&shared);
     crate::persistence::load_at_startup(&shared, crate::commands::aof_replayer())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let addr = listeners[0].local_addr()?;
+    // Only a server on the Unix socket alone (`port 0`) has no TCP address: 0.0.0.0:0 then.
+    let addr = match listeners.tcp.first() {
+        Some(l) => l.local_addr()?,
+        None => SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
     shared.port.store(addr.port() as usize, Ordering::Relaxed);
     let s = shared.clone();
     let join = tokio::spawn(async move { run(listeners, s, std::future::pending::<()>).await });
@@ -339,15 +401,19 @@ fn terminate(shared: &Shared, force: bool) -> bool {
 /// Either way the stop goes through `persistence::shut_down` with the keyspace lock held, which
 /// marks the engine shut down before the lock is released: from then on the connections execute
 /// nothing, so no acknowledged write can be missing from the final snapshot.
-pub async fn run<F, Fut>(listeners: Vec<TcpListener>, shared: Arc<Shared>, mut external: F)
+pub async fn run<F, Fut>(listeners: Listeners, shared: Arc<Shared>, mut external: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let mut accept_tasks = Vec::new();
-    for listener in listeners {
+    for listener in listeners.tcp {
         let shared = shared.clone();
         accept_tasks.push(tokio::spawn(accept_loop(listener, shared)));
+    }
+    if let Some(listener) = listeners.unix {
+        let shared = shared.clone();
+        accept_tasks.push(tokio::spawn(accept_unix_loop(listener, shared)));
     }
     let cron = tokio::spawn(cron(shared.clone()));
     // `replicaof` in the configuration: start as a replica.
@@ -384,6 +450,7 @@ where
     for t in accept_tasks {
         t.abort();
     }
+    remove_unix_socket(&shared);
     cron.abort();
     // Whatever the AOF holds reaches the disk before the process ends.
     crate::persistence::flush_aof(&shared);
@@ -403,7 +470,7 @@ const DENIED: &str = "-DENIED Redis is running in protected mode because protect
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     clock::calibrate();
     loop {
-        let (mut stream, addr) = match listener.accept().await {
+        let (stream, addr) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
@@ -411,46 +478,65 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        shared
-            .stats
-            .connections_received
-            .fetch_add(1, Ordering::Relaxed);
-        let (maxclients, protected, keepalive) = {
-            let c = shared.config();
-            (
-                c.maxclients,
-                c.protected_mode && c.requirepass.is_none(),
-                c.tcp_keepalive,
-            )
-        };
-        if protected && !addr.ip().is_loopback() {
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
-            let _ = stream.write_all(DENIED.as_bytes()).await;
-            continue;
-        }
-        if shared.clients().len() >= maxclients {
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
-            let _ = stream
-                .write_all(b"-ERR max number of clients reached\r\n")
-                .await;
-            continue;
-        }
+        let keepalive = shared.config().tcp_keepalive;
         if keepalive > 0 {
             set_keepalive(&stream, keepalive);
         }
-        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         let laddr = stream.local_addr().unwrap_or(addr);
-        let handle = Arc::new(ClientHandle::new(id, addr, laddr));
-        shared.clients().insert(id, handle.clone());
-        let rx = shared.shutdown.subscribe();
-        tokio::spawn(connection::serve(shared.clone(), stream, handle, rx));
+        admit(&shared, stream.into(), addr.into(), laddr.into()).await;
     }
+}
+
+/// The `unixsocket` listener's loop. Every client of it is named by the socket's path, as in
+/// Redis's CLIENT LIST (`addr=/run/redis.sock:0`).
+async fn accept_unix_loop(listener: UnixListener, shared: Arc<Shared>) {
+    clock::calibrate();
+    let path: Arc<str> = Arc::from(shared.config().unixsocket.as_str());
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let addr = PeerAddr::Unix(path.clone());
+        admit(&shared, stream.into(), addr.clone(), addr).await;
+    }
+}
+
+/// Counts a new connection and serves it, or refuses it as Redis does: protected mode (a TCP
+/// peer off the loopback; the Unix socket is local) or `maxclients`.
+async fn admit(shared: &Arc<Shared>, mut stream: ClientStream, addr: PeerAddr, laddr: PeerAddr) {
+    shared
+        .stats
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
+    let (maxclients, protected) = {
+        let c = shared.config();
+        (c.maxclients, c.protected_mode && c.requirepass.is_none())
+    };
+    let refusal = if protected && !addr.is_local() {
+        Some(DENIED)
+    } else if shared.clients().len() >= maxclients {
+        Some("-ERR max number of clients reached\r\n")
+    } else {
+        None
+    };
+    if let Some(reply) = refusal {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream.write_all(reply.as_bytes()).await;
+        return;
+    }
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let handle = Arc::new(ClientHandle::new(id, addr, laddr));
+    shared.clients().insert(id, handle.clone());
+    let rx = shared.shutdown.subscribe();
+    tokio::spawn(connection::serve(shared.clone(), stream, handle, rx));
 }
 
 /// Applies `tcp-keepalive`: SO_KEEPALIVE with the interval as idle time and probe interval, as
@@ -569,10 +655,10 @@ fn close_idle_clients(shared: &Shared, timeout: u64, now_ms: u64) {
 /// What `main` runs: bind, load, serve until SIGTERM/SIGINT or SHUTDOWN. Returns the exit code.
 pub async fn serve_main(config: Config) -> i32 {
     warn_not_implemented(&config);
-    let listeners = match bind(&config).await {
+    let listeners = match Listeners::open(&config).await {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!("Failed listening on port {} (tcp): {e}", config.port);
+            tracing::error!("{e}");
             return 1;
         }
     };
@@ -601,7 +687,7 @@ pub async fn serve_main(config: Config) -> i32 {
             }
         }
     };
-    if let Ok(addr) = listeners[0].local_addr() {
+    if let Some(Ok(addr)) = listeners.tcp.first().map(TcpListener::local_addr) {
         shared.port.store(addr.port() as usize, Ordering::Relaxed);
     }
     tracing::info!(
@@ -611,7 +697,12 @@ pub async fn serve_main(config: Config) -> i32 {
         std::process::id(),
         shared.port.load(Ordering::Relaxed)
     );
-    tracing::info!("Ready to accept connections tcp");
+    if !listeners.tcp.is_empty() {
+        tracing::info!("Ready to accept connections tcp");
+    }
+    if listeners.unix.is_some() {
+        tracing::info!("Ready to accept connections unix");
+    }
     busy_poll::start(&shared);
     run(listeners, shared, stop).await;
     if load_failed.load(Ordering::SeqCst) {

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::socket::ClientStream;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::commands::ClientState;
 use crate::engine::repl::{encode_command, ReplicaInfo, ReplicaState};
@@ -24,7 +24,7 @@ const SEND_MAX: usize = 1 << 20;
 /// Serves a replica until it disconnects, is killed, falls too far behind or the server stops.
 pub async fn serve(
     shared: Arc<Shared>,
-    mut stream: TcpStream,
+    mut stream: ClientStream,
     client: &ClientState,
     mut inbuf: BytesMut,
     replid: Bytes,
@@ -77,7 +77,7 @@ pub async fn serve(
         let ip = conf
             .ip_address
             .clone()
-            .unwrap_or_else(|| handle.addr.ip().to_string());
+            .unwrap_or_else(|| handle.addr.host());
         repl.replicas.insert(
             handle.id,
             ReplicaInfo {
@@ -99,7 +99,7 @@ pub async fn serve(
             Psync::Full { replid, offset } => {
                 tracing::info!(
                     "Replica {}:{} asks for synchronization; full resync at offset {offset}",
-                    handle.addr.ip(),
+                    handle.addr.host(),
                     conf.listening_port.unwrap_or(0)
                 );
                 stream
@@ -185,7 +185,7 @@ fn spawn_writer(
 
 /// `$EOF:<mark>\r\n<rdb><mark>`.
 async fn send_diskless(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     dbs: Vec<(usize, crate::store::db::DbSnapshot)>,
     opts: SaveOptions,
     replid: String,
@@ -211,7 +211,7 @@ async fn send_diskless(
 /// `$<len>\r\n<rdb>`: the snapshot goes to a temporary file first (its length must be known),
 /// with a newline every second meanwhile so the replica does not time out, as Redis does.
 async fn send_from_disk(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     dbs: Vec<(usize, crate::store::db::DbSnapshot)>,
     opts: SaveOptions,
     replid: String,
@@ -284,7 +284,7 @@ async fn send_from_disk(
 /// Reads until the replica's first `REPLCONF ACK` (after a diskless transfer).
 async fn wait_first_ack(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     handle: &ClientHandle,
     inbuf: &mut BytesMut,
 ) -> std::io::Result<()> {
@@ -334,13 +334,11 @@ fn record_ack(shared: &Shared, id: u64, off: u64) {
 /// Copies the stream from the backlog while reading ACKs.
 async fn stream_loop(
     shared: &Arc<Shared>,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     handle: &Arc<ClientHandle>,
     inbuf: &mut BytesMut,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let (rd, mut wr) = stream.split();
-    let mut rd = tokio::io::BufReader::new(rd);
     let mut fed = shared.repl_fed.subscribe();
     let mut parser = RequestParser::new();
     let limits = ParserLimits {
@@ -395,7 +393,7 @@ async fn stream_loop(
                 .stats
                 .net_repl_output_bytes
                 .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            wr.write_all(&chunk).await?;
+            stream.write_all(&chunk).await?;
         }
         tokio::select! {
             r = fed.changed() => {
@@ -403,7 +401,7 @@ async fn stream_loop(
                     return Ok(());
                 }
             }
-            n = rd.read_buf(inbuf) => {
+            n = stream.read_some(inbuf) => {
                 if n? == 0 {
                     return Ok(());
                 }
