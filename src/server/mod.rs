@@ -232,7 +232,8 @@ impl ServerHandle {
 /// What the server listens on: `bind` × `port` over TCP, and the `unixsocket`.
 pub struct Listeners {
     pub tcp: Vec<TcpListener>,
-    pub unix: Option<UnixListener>,
+    /// The socket and the file it is bound at, removed at shutdown.
+    pub unix: Option<(UnixListener, std::path::PathBuf)>,
 }
 
 impl Listeners {
@@ -318,29 +319,30 @@ pub async fn bind(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 
 /// Listens on `unixsocket`, if set, with `unixsocketperm`'s mode. Whatever is at the path goes
 /// first: Redis unlinks it too (a socket file left by a server that was killed would otherwise
-/// make the bind fail).
-fn bind_unix(config: &Config) -> std::io::Result<Option<UnixListener>> {
+/// make the bind fail). A relative path is under `dir`, where Redis has changed directory by
+/// the time it binds; we never change directory, so `dir` is joined here.
+fn bind_unix(config: &Config) -> std::io::Result<Option<(UnixListener, std::path::PathBuf)>> {
     if config.unixsocket.is_empty() {
         return Ok(None);
     }
-    let path = std::path::Path::new(&config.unixsocket);
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)?;
+    let path = std::path::Path::new(&config.dir).join(&config.unixsocket);
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
     if config.unixsocketperm != 0 {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.unixsocketperm))?;
+        std::fs::set_permissions(
+            &path,
+            std::fs::Permissions::from_mode(config.unixsocketperm),
+        )?;
     }
-    Ok(Some(listener))
+    Ok(Some((listener, path)))
 }
 
 /// Removes the socket file at shutdown, as Redis does ("Removing the unix socket file.").
-fn remove_unix_socket(shared: &Shared) {
-    let path = shared.config().unixsocket.clone();
-    if !path.is_empty() {
-        tracing::info!("Removing the unix socket file.");
-        if let Err(e) = std::fs::remove_file(&path) {
-            tracing::warn!("Error removing the unix socket file: {e}");
-        }
+fn remove_unix_socket(path: &std::path::Path) {
+    tracing::info!("Removing the unix socket file.");
+    if let Err(e) = std::fs::remove_file(path) {
+        tracing::warn!("Error removing the unix socket file: {e}");
     }
 }
 
@@ -411,9 +413,11 @@ where
         let shared = shared.clone();
         accept_tasks.push(tokio::spawn(accept_loop(listener, shared)));
     }
-    if let Some(listener) = listeners.unix {
+    let mut unix_path = None;
+    if let Some((listener, path)) = listeners.unix {
         let shared = shared.clone();
         accept_tasks.push(tokio::spawn(accept_unix_loop(listener, shared)));
+        unix_path = Some(path);
     }
     let cron = tokio::spawn(cron(shared.clone()));
     // `replicaof` in the configuration: start as a replica.
@@ -450,7 +454,9 @@ where
     for t in accept_tasks {
         t.abort();
     }
-    remove_unix_socket(&shared);
+    if let Some(path) = unix_path {
+        remove_unix_socket(&path);
+    }
     cron.abort();
     // Whatever the AOF holds reaches the disk before the process ends.
     crate::persistence::flush_aof(&shared);
