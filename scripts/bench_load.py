@@ -253,8 +253,9 @@ def prepare(server: Server) -> None:
 def benchmark(bench_bin: str, port: int, args: argparse.Namespace, pipeline: int, extra: list[str],
               clients: int | None = None):
     """Runs redis-benchmark --csv; returns {test name: rps} (empty on failure, with a warning)."""
-    cmd = [bench_bin, "-h", "127.0.0.1", "-p", str(port), "-c", str(clients or args.clients), "-n",
-           str(args.requests), "-P", str(pipeline), "-r", "1000000", "-q", "--csv"]
+    endpoint = ["-s", unix_socket(port)] if getattr(args, "unix", False) else ["-h", "127.0.0.1", "-p", str(port)]
+    cmd = [bench_bin] + endpoint + ["-c", str(clients or args.clients), "-n",
+                                    str(args.requests), "-P", str(pipeline), "-r", "1000000", "-q", "--csv"]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     cmd += extra
@@ -290,13 +291,19 @@ def resolve_redis_module(spec: str | None) -> str | None:
     return p.stdout.strip().splitlines()[-1]
 
 
+def unix_socket(port: int) -> str:
+    """--unix: the socket a server on `port` also listens on (the TCP port stays, for setup)."""
+    return f"/tmp/bench-load-{port}.sock"
+
+
 def server_argv(args: argparse.Namespace, hb_bin: str):
+    unix = (lambda port: ["--unixsocket", unix_socket(port)]) if getattr(args, "unix", False) else (lambda port: [])
     hb = lambda port, d: [hb_bin, "--port", str(port), "--save", "", "--bind",  # noqa: E731
-                          "127.0.0.1", "--dir", d, "--loglevel", "warning"]
+                          "127.0.0.1", "--dir", d, "--loglevel", "warning"] + unix(port)
     rd_extra = ["--loadmodule", args.redis_module] if args.redis_module else []
     rd = lambda port, d: [args.redis_server, "--port", str(port), "--save", "",  # noqa: E731
                           "--appendonly", "no", "--daemonize", "no", "--bind",
-                          "127.0.0.1", "--dir", d, "--loglevel", "warning"] + rd_extra
+                          "127.0.0.1", "--dir", d, "--loglevel", "warning"] + rd_extra + unix(port)
     return [("hyperbloom", hb), ("redis", rd)]
 
 
@@ -310,8 +317,9 @@ def machine_line(args) -> str:
     except OSError:
         pass
     pin = f"; pinned: server on core {SERVER_CORE}, client on core {CLIENT_CORE}" if args.pin else ""
+    link = "; over a Unix socket" if getattr(args, "unix", False) else ""
     return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
-            f"load average {os.getloadavg()[0]:.1f}{pin}")
+            f"load average {os.getloadavg()[0]:.1f}{pin}{link}")
 
 
 def tests_for(args):
@@ -547,6 +555,9 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="regex: run only the tests whose label matches")
     ap.add_argument("--pin", action="store_true",
                     help=f"server on core {SERVER_CORE}, redis-benchmark on core {CLIENT_CORE} (taskset)")
+    ap.add_argument("--unix", action="store_true",
+                    help="redis-benchmark talks to each server over a Unix socket (`unixsocket`, `-s`) "
+                         "instead of TCP: the kernel's share per request is smaller")
     ap.add_argument("--keep-callgrind", metavar="DIR",
                     help="--callgrind: keep each test's callgrind.out in DIR, and the idle baseline's as NAME-P1-idle.out (for callgrind_annotate, scripts/cg_diff.py)")
     ap.add_argument("--callgrind", action="store_true",
