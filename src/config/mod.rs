@@ -450,7 +450,7 @@ fn check_dir(dir: &str) -> Result<(), String> {
 pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "port",
-        doc: "TCP port to listen on (0 = pick a free one).",
+        doc: "TCP port to listen on (0: none if a unixsocket is set, else a free one).",
         mutable: false,
         get: |c| c.port.to_string(),
         set: |c, a| {
