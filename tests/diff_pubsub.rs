@@ -322,3 +322,183 @@ fn monitor_lines_and_redaction() {
         2,
     );
 }
+
+/// A CLIENT LIST / CLIENT INFO reply (or EXEC's array of them) reduced to what both servers must
+/// agree on: per line the connection's index in `ids` (client ids differ), `name`, `db`,
+/// `flags`, the subscription counts, `multi`, `multi-mem`, `redir` and `resp`. Left out as
+/// legitimately different: addresses, fd, times, buffer sizes and memory, `events`; also `cmd`
+/// and hyperbloom's 7.2 `lib-name`/`lib-ver`, which are not this comparison's subject.
+fn client_state(reply: &[u8], ids: &[u64]) -> String {
+    const COMPARED: [&str; 10] = [
+        "name",
+        "db",
+        "flags",
+        "sub",
+        "psub",
+        "ssub",
+        "multi",
+        "multi-mem",
+        "redir",
+        "resp",
+    ];
+    let texts = bulks(reply);
+    if !texts.iter().any(|t| t.starts_with(b"id=")) {
+        return String::from_utf8_lossy(reply).into_owned();
+    }
+    let mut out = String::new();
+    for text in texts {
+        for line in String::from_utf8_lossy(&text).lines() {
+            let fields: Vec<(&str, &str)> = line
+                .split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .collect();
+            let conn = fields
+                .iter()
+                .find(|(k, _)| *k == "id")
+                .and_then(|(_, v)| v.parse::<u64>().ok())
+                .and_then(|id| ids.iter().position(|&i| i == id))
+                .map_or("?".to_string(), |n| n.to_string());
+            out.push_str(&format!("conn={conn}"));
+            for (k, v) in fields.iter().filter(|(k, _)| COMPARED.contains(k)) {
+                out.push_str(&format!(" {k}={v}"));
+            }
+            out.push('\n');
+        }
+        out.push_str("--\n");
+    }
+    out
+}
+
+/// Reads `conn` until the server closes it (a monitor has lines to read first).
+fn closed(conn: &mut common::RawConn) -> bool {
+    use std::io::Read;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match conn.stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// CLIENT LIST's flags and types in one scripted run: a transaction (queued, then seen by its own
+/// EXEC), CLIENT NO-EVICT, a monitor, subscribers, the TYPE filters of CLIENT LIST and CLIENT
+/// KILL. Returns each step's reply, normalised by [`client_state`].
+fn client_list_run(port: u16) -> Vec<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    // 0: transactions and NO-EVICT, 1: observer, 2: RESP2 subscriber, 3: monitor,
+    // 4: RESP3 subscriber, 5: a RESP3 subscriber that unsubscribes again.
+    let mut c: Vec<common::RawConn> = (0..6).map(|_| common::RawConn::connect(addr)).collect();
+    let ids: Vec<u64> = c
+        .iter_mut()
+        .map(|c| {
+            let r = c.cmd_str(&["CLIENT", "ID"]);
+            String::from_utf8_lossy(&r[1..r.len() - 2]).parse().unwrap()
+        })
+        .collect();
+    let id = |n: usize| ids[n].to_string();
+    let mut out = Vec::new();
+    let mut step = |n: usize, c: &mut common::RawConn, argv: &[&str]| {
+        let reply = c.cmd_str(argv);
+        // The ids after ID are written as connection indexes, as in the replies.
+        let after_id = argv
+            .iter()
+            .position(|a| *a == "ID")
+            .map_or(argv.len(), |p| p + 1);
+        let shown: Vec<String> = argv
+            .iter()
+            .enumerate()
+            .map(
+                |(i, a)| match ids.iter().position(|id| id.to_string() == *a) {
+                    Some(conn) if i >= after_id => format!("<conn {conn}>"),
+                    _ => a.to_string(),
+                },
+            )
+            .collect();
+        out.push(format!("{n} {shown:?} -> {}", client_state(&reply, &ids)));
+    };
+    // MULTI: the queue as another client sees it, then CLIENT INFO / LIST run by EXEC itself.
+    step(0, &mut c[0], &["MULTI"]);
+    step(0, &mut c[0], &["SET", "k", "v"]);
+    step(1, &mut c[1], &["CLIENT", "LIST", "ID", &id(0)]);
+    step(0, &mut c[0], &["CLIENT", "INFO"]);
+    // (No client id in the queue: `multi-mem` counts its digits, and the ids differ.)
+    step(0, &mut c[0], &["CLIENT", "LIST", "TYPE", "normal"]);
+    step(0, &mut c[0], &["EXEC"]);
+    // IDs are listed in the order given, repeats included.
+    step(
+        1,
+        &mut c[1],
+        &["CLIENT", "LIST", "ID", &id(0), &id(1), &id(0)],
+    );
+    // A transaction RESET ends, and one an EXEC refused for its arity discards.
+    step(0, &mut c[0], &["MULTI"]);
+    step(0, &mut c[0], &["PING"]);
+    step(0, &mut c[0], &["RESET"]);
+    step(1, &mut c[1], &["CLIENT", "LIST", "ID", &id(0)]);
+    step(0, &mut c[0], &["MULTI"]);
+    step(0, &mut c[0], &["EXEC", "extra"]);
+    step(1, &mut c[1], &["CLIENT", "LIST", "ID", &id(0)]);
+    // NO-EVICT: flag e, also inside EXEC; off clears it.
+    step(0, &mut c[0], &["CLIENT", "NO-EVICT", "on"]);
+    step(0, &mut c[0], &["CLIENT", "INFO"]);
+    step(0, &mut c[0], &["MULTI"]);
+    step(0, &mut c[0], &["CLIENT", "INFO"]);
+    step(0, &mut c[0], &["EXEC"]);
+    step(0, &mut c[0], &["CLIENT", "NO-EVICT", "maybe"]);
+    step(0, &mut c[0], &["CLIENT", "NO-EVICT", "OFF"]);
+    step(0, &mut c[0], &["CLIENT", "INFO"]);
+    // Subscribers (RESP2 and RESP3) are pubsub, a monitor (flag O) is normal.
+    step(2, &mut c[2], &["SUBSCRIBE", "ch"]);
+    step(3, &mut c[3], &["MONITOR"]);
+    // HELLO's map differs (versions, ids): not compared.
+    c[4].cmd_str(&["HELLO", "3"]);
+    step(4, &mut c[4], &["PSUBSCRIBE", "p*"]);
+    c[5].cmd_str(&["HELLO", "3"]);
+    step(5, &mut c[5], &["SSUBSCRIBE", "s"]);
+    step(5, &mut c[5], &["SUNSUBSCRIBE"]);
+    step(1, &mut c[1], &["CLIENT", "LIST"]);
+    for t in ["normal", "pubsub", "replica", "SLAVE", "master", "bogus"] {
+        step(1, &mut c[1], &["CLIENT", "LIST", "TYPE", t]);
+    }
+    step(1, &mut c[1], &["CLIENT", "LIST", "TYPE"]);
+    step(
+        1,
+        &mut c[1],
+        &["CLIENT", "LIST", "TYPE", "normal", "ID", &id(1)],
+    );
+    step(
+        1,
+        &mut c[1],
+        &["CLIENT", "LIST", "ID", &id(1), "TYPE", "normal"],
+    );
+    step(1, &mut c[1], &["CLIENT", "LIST", "ID", "0", "-1", &id(2)]);
+    step(1, &mut c[1], &["CLIENT", "KILL", "TYPE", "replica"]);
+    step(1, &mut c[1], &["CLIENT", "KILL", "TYPE", "master"]);
+    step(1, &mut c[1], &["CLIENT", "KILL", "TYPE", "bogus"]);
+    // The last TYPE given counts, as in Redis.
+    step(
+        1,
+        &mut c[1],
+        &["CLIENT", "KILL", "TYPE", "normal", "TYPE", "master"],
+    );
+    step(1, &mut c[1], &["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let subscribers_closed = (closed(&mut c[2]), closed(&mut c[4]));
+    // Left: 0 and 3 (the monitor) and 5 (no subscription left): normal; 1 skips itself.
+    step(1, &mut c[1], &["CLIENT", "KILL", "TYPE", "normal"]);
+    let normal_closed = (closed(&mut c[0]), closed(&mut c[3]), closed(&mut c[5]));
+    out.push(format!("closed: {subscribers_closed:?} {normal_closed:?}"));
+    out
+}
+
+#[test]
+fn client_list_flags_and_types_match_redis() {
+    let ours: TestServer = common::start_server();
+    let real = RealRedis::start(&[]);
+    let want = client_list_run(real.port());
+    let got = client_list_run(ours.port());
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "\n hyperbloom: {g}\n redis:      {w}");
+    }
+}

@@ -2,13 +2,15 @@
 //! connections as commands see it (LIST, INFO, KILL).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::CmdResult;
 use super::{cmd, flags::*, table, Action, Args, CommandSpec, Ctx};
-use crate::engine::pubsub::Kind;
+use crate::engine::pubsub::{Kind, PubSub};
 use crate::engine::tracking::Options as TrackingOptions;
+use crate::engine::ClientHandle;
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
 
@@ -21,7 +23,7 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("client|info", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Returns information about the connection.", client_info),
     cmd("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.4.0", "Lists open connections.", client_list),
     cmd("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "2.4.0", "Terminates open connections.", client_kill),
-    cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.0.0", "Sets the client eviction mode of the connection.", client_onoff),
+    cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.0.0", "Sets the client eviction mode of the connection.", client_no_evict),
     cmd("client|no-touch", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", client_onoff),
     cmd("client|tracking", -3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Controls server-assisted client-side caching for the connection.", client_tracking),
     cmd("client|caching", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Instructs the server whether to track the keys in the next request.", client_caching),
@@ -128,9 +130,13 @@ pub fn info_string(
             .unwrap_or_default()
     };
     let (obl, omem) = crate::engine::ClientHandle::output_split(h.output_pending());
-    // Redis's order: P (pub/sub), then x (MULTI); N when none applies.
+    // Redis's order (catClientInfoString): S or O, M, P, x, b, t, R, B, U, e; N when none
+    // applies. Its d, c, u, A and r have no state here that lasts long enough to be seen.
     let mut flags = String::new();
-    if h.is_replica.load(Ordering::Relaxed) {
+    if pubsub.is_monitor(h.id) {
+        // A monitor is a replica inside Redis, shown as O.
+        flags.push('O');
+    } else if h.is_replica.load(Ordering::Relaxed) {
         flags.push('S');
     }
     if h.is_master.load(Ordering::Relaxed) {
@@ -139,8 +145,12 @@ pub fn info_string(
     if pubsub.is_subscriber(h.id) {
         flags.push('P');
     }
-    if h.multi.load(Ordering::Relaxed) {
+    let in_multi = h.multi.load(Ordering::Relaxed);
+    if in_multi {
         flags.push('x');
+    }
+    if h.blocked.load(Ordering::Relaxed) {
+        flags.push('b');
     }
     let tracking = pubsub.tracking.state(h.id);
     if let Some(st) = tracking {
@@ -155,12 +165,15 @@ pub fn info_string(
     if h.addr.is_unix() {
         flags.push('U');
     }
+    if h.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
     let redir = tracking.map_or(-1, |st| st.redirect as i64);
     if flags.is_empty() {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -172,10 +185,15 @@ pub fn info_string(
         pubsub.count(Kind::Channel, h.id),
         pubsub.count(Kind::Pattern, h.id),
         pubsub.count(Kind::Shard, h.id),
-        if h.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+        if in_multi {
+            h.multi_queued.load(Ordering::Relaxed) as i64
+        } else {
+            -1
+        },
         h.mem.qbuf.load(Ordering::Relaxed),
         h.mem.qbuf_free.load(Ordering::Relaxed),
         h.mem.argv_mem.load(Ordering::Relaxed),
+        h.multi_mem.load(Ordering::Relaxed),
         obl,
         omem.div_ceil(crate::engine::shared::REPLY_BUFFER_BYTES),
         omem,
@@ -193,65 +211,90 @@ fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Verbatim(Bytes::from(line + "\n")))
 }
 
+/// `CLIENT LIST [TYPE type | ID id ...]`, parsed as Redis 7.0 does: TYPE only as the sole option,
+/// IDs listed in the order given (repeats included, unknown ones skipped).
 fn client_list(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let mut ids: Option<Vec<u64>> = None;
-    let mut args = Args::skipping(argv, 2);
-    while let Some(opt) = args.next() {
-        if opt.eq_ignore_ascii_case(b"TYPE") {
-            let t = args.next_bytes()?;
-            if !t.eq_ignore_ascii_case(b"normal")
-                && !t.eq_ignore_ascii_case(b"master")
-                && !t.eq_ignore_ascii_case(b"replica")
-                && !t.eq_ignore_ascii_case(b"pubsub")
-            {
-                return Err(CmdError::Owned(format!(
-                    "ERR Unknown client type '{}'",
-                    String::from_utf8_lossy(t)
-                )));
-            }
-        } else if opt.eq_ignore_ascii_case(b"ID") {
-            let mut list = Vec::new();
-            for a in args.rest() {
-                match crate::numeric::parse_i64(a) {
-                    Some(n) if n > 0 => list.push(n as u64),
-                    _ => return Err(CmdError::Static("ERR Invalid client ID")),
-                }
-            }
-            if list.is_empty() {
-                return Err(CmdError::Static(error::SYNTAX));
-            }
-            ids = Some(list);
-        } else {
-            return Err(CmdError::Static(error::SYNTAX));
+    let listed: Vec<Arc<ClientHandle>> = if argv.len() == 4 && argv[2].eq_ignore_ascii_case(b"TYPE")
+    {
+        let wanted = ClientType::from_name(&argv[3])?;
+        all_clients(ctx)
+            .into_iter()
+            .filter(|h| ClientType::of(ctx.pubsub, h) == wanted)
+            .collect()
+    } else if argv.len() > 3 && argv[2].eq_ignore_ascii_case(b"ID") {
+        let mut ids = Vec::with_capacity(argv.len() - 3);
+        for a in &argv[3..] {
+            ids.push(
+                crate::numeric::parse_i64(a).ok_or(CmdError::Static("ERR Invalid client ID"))?,
+            );
         }
-    }
-    let mut handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
-    handles.sort_by_key(|h| h.id);
+        let clients = ctx.shared.clients();
+        ids.into_iter()
+            .filter_map(|id| clients.get(&u64::try_from(id).ok()?).cloned())
+            .collect()
+    } else if argv.len() != 2 {
+        return Err(CmdError::Static(error::SYNTAX));
+    } else {
+        all_clients(ctx)
+    };
     let mut out = String::new();
-    for h in handles {
-        if let Some(ids) = &ids {
-            if !ids.contains(&h.id) {
-                continue;
-            }
-        }
+    for h in listed {
         out.push_str(&client_line(ctx, &h));
         out.push('\n');
     }
     Ok(Reply::Verbatim(Bytes::from(out)))
 }
 
-/// CLIENT KILL/LIST `TYPE`: normal, replica (or slave), master, pubsub.
-fn client_type_matches(h: &crate::engine::ClientHandle, t: &[u8]) -> bool {
-    let replica = h.is_replica.load(Ordering::Relaxed);
-    let master = h.is_master.load(Ordering::Relaxed);
-    if t.eq_ignore_ascii_case(b"replica") || t.eq_ignore_ascii_case(b"slave") {
-        replica
-    } else if t.eq_ignore_ascii_case(b"master") {
-        master
-    } else if t.eq_ignore_ascii_case(b"normal") {
-        !replica && !master
-    } else {
-        false
+/// Every connected client, oldest first (Redis's `server.clients` order).
+fn all_clients(ctx: &Ctx) -> Vec<Arc<ClientHandle>> {
+    let mut handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
+    handles.sort_by_key(|h| h.id);
+    handles
+}
+
+/// The client classes of CLIENT LIST / CLIENT KILL `TYPE` (Redis's getClientType).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    Master,
+    PubSub,
+}
+
+impl ClientType {
+    /// Redis's getClientTypeByName (`slave` is `replica`), with its error for other names.
+    fn from_name(name: &[u8]) -> Result<ClientType, CmdError> {
+        let known = [
+            (&b"normal"[..], ClientType::Normal),
+            (b"slave", ClientType::Replica),
+            (b"replica", ClientType::Replica),
+            (b"pubsub", ClientType::PubSub),
+            (b"master", ClientType::Master),
+        ];
+        known
+            .iter()
+            .find(|(n, _)| name.eq_ignore_ascii_case(n))
+            .map(|&(_, t)| t)
+            .ok_or_else(|| {
+                CmdError::Owned(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(name)
+                ))
+            })
+    }
+
+    /// The class of client `h`. A monitor is not a replica here (Redis marks monitors as
+    /// replicas but exposes them as normal clients); a client with a subscription is pubsub.
+    fn of(pubsub: &PubSub, h: &ClientHandle) -> ClientType {
+        if h.is_master.load(Ordering::Relaxed) {
+            ClientType::Master
+        } else if h.is_replica.load(Ordering::Relaxed) {
+            ClientType::Replica
+        } else if pubsub.is_subscriber(h.id) {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
     }
 }
 
@@ -281,13 +324,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 }
             }
             b"type" => {
-                let known = [&b"normal"[..], b"master", b"replica", b"slave", b"pubsub"];
-                if !known.iter().any(|k| v.eq_ignore_ascii_case(k)) {
-                    return Err(CmdError::Owned(format!(
-                        "ERR Unknown client type '{}'",
-                        String::from_utf8_lossy(v)
-                    )));
-                }
+                ClientType::from_name(v)?;
             }
             b"addr" | b"laddr" | b"user" => {}
             b"skipme" => {
@@ -302,6 +339,8 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             }
             _ => return Err(CmdError::Static(error::SYNTAX)),
         }
+        // A repeated option replaces the earlier one, as in Redis.
+        filters.retain(|(k, _)| *k != key);
         filters.push((key, v.clone()));
     }
     let me = ctx.client.handle.id;
@@ -315,7 +354,7 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             b"addr" => h.addr.to_string().as_bytes() == &v[..],
             b"laddr" => h.laddr.to_string().as_bytes() == &v[..],
             b"user" => &v[..] == b"default",
-            b"type" => client_type_matches(h, v),
+            b"type" => ClientType::from_name(v).ok() == Some(ClientType::of(ctx.pubsub, h)),
             _ => false,
         });
         if ok {
@@ -331,6 +370,19 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         ctx.client.action = Some(Action::Close);
     }
     Ok(Reply::Int(killed))
+}
+
+/// `CLIENT NO-EVICT ON|OFF` → OK. Only shown (flag e): hyperbloom never evicts clients.
+fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let on = if argv[2].eq_ignore_ascii_case(b"on") {
+        true
+    } else if argv[2].eq_ignore_ascii_case(b"off") {
+        false
+    } else {
+        return Err(CmdError::Static(error::SYNTAX));
+    };
+    ctx.client.handle.no_evict.store(on, Ordering::Relaxed);
+    Ok(Reply::ok())
 }
 
 fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

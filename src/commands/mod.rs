@@ -904,9 +904,7 @@ fn dispatch_inner(
                 return Reply::Error(e);
             }
         }
-        if let Some(q) = client.multi.as_mut() {
-            q.push(argv.to_vec());
-        }
+        transactions::queue(client, argv);
         return Reply::Status("QUEUED");
     }
     if let Some(refusal) = replication::refuse(shared, &engine.repl, client, spec, now_ms) {
@@ -940,9 +938,7 @@ fn reject(
         }
         return Reply::Error(err);
     }
-    client.multi = None;
-    client.multi_error = false;
-    client.unwatch_all(&mut engine.store);
+    transactions::discard_transaction(client, &mut engine.store);
     let text = err.to_string();
     let reason = match &err {
         CmdError::WrongArity(_) => text.strip_prefix("ERR ").unwrap_or(&text),
@@ -1066,9 +1062,7 @@ pub fn replay(
         return Reply::Error(CmdError::arity(spec.name));
     }
     if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
-        if let Some(q) = client.multi.as_mut() {
-            q.push(argv.to_vec());
-        }
+        transactions::queue(client, argv);
         return Reply::Status("QUEUED");
     }
     run(shared, engine, client, index, spec, argv, now_ms)

@@ -258,9 +258,7 @@ fn quit(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    ctx.client.multi = None;
-    ctx.client.multi_error = false;
-    ctx.client.unwatch_all(ctx.store);
+    super::transactions::discard_transaction(ctx.client, ctx.store);
     ctx.pubsub.remove_client(ctx.client.handle.id);
     ctx.client.monitor = false;
     ctx.client.db = 0;

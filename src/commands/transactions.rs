@@ -8,9 +8,10 @@
 use bytes::Bytes;
 
 use super::CmdResult;
-use super::{cmd, flags::*, table, CommandSpec, Ctx};
+use super::{cmd, flags::*, table, ClientState, CommandSpec, Ctx};
 use crate::error::{self, CmdError};
 use crate::protocol::Reply;
+use crate::store::db::Store;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
@@ -35,21 +36,25 @@ fn multi(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     }
     ctx.client.multi = Some(Vec::new());
     ctx.client.multi_error = false;
-    ctx.client
-        .handle
-        .multi
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.client.handle.publish_multi_opened();
     Ok(Reply::ok())
 }
 
-fn end_multi(ctx: &mut Ctx) {
-    ctx.client.multi = None;
-    ctx.client.multi_error = false;
-    ctx.client
-        .handle
-        .multi
-        .store(false, std::sync::atomic::Ordering::Relaxed);
-    ctx.client.unwatch_all(ctx.store);
+/// Adds a command to the open transaction's queue (Redis's queueMultiCommand).
+pub fn queue(client: &mut ClientState, argv: &[Bytes]) {
+    if let Some(q) = client.multi.as_mut() {
+        q.push(argv.to_vec());
+        client.handle.publish_queued(argv);
+    }
+}
+
+/// Ends the transaction without running it (Redis's discardTransaction): DISCARD, RESET, an
+/// EXEC that aborts.
+pub fn discard_transaction(client: &mut ClientState, store: &mut Store) {
+    client.multi = None;
+    client.multi_error = false;
+    client.handle.publish_multi_closed();
+    client.unwatch_all(store);
 }
 
 fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -57,7 +62,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::Static(error::EXEC_WITHOUT_MULTI));
     };
     if ctx.client.multi_error {
-        end_multi(ctx);
+        discard_transaction(ctx.client, ctx.store);
         return Err(CmdError::Static(error::EXECABORT));
     }
     // A watched key that changed, or that expired since WATCH, aborts the transaction.
@@ -71,10 +76,14 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             d.watch_version(key) != *version || (!expired_then && d.is_logically_expired(key))
         });
     if aborted {
-        end_multi(ctx);
+        discard_transaction(ctx.client, ctx.store);
         return Ok(Reply::NullArray);
     }
-    end_multi(ctx);
+    // The queue is taken, so the commands run outside MULTI; CLIENT LIST still shows the
+    // transaction (flag x, `multi=` its size) until they have run, as Redis's execCommand
+    // discards it only then. The watches go first, as there (unwatchAllKeys before the calls).
+    ctx.client.multi_error = false;
+    ctx.client.unwatch_all(ctx.store);
     let mut replies = Vec::with_capacity(queue.len());
     ctx.client.in_exec = true;
     for argv in &queue {
@@ -107,6 +116,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         }
     }
     ctx.client.in_exec = false;
+    ctx.client.handle.publish_multi_closed();
     Ok(Reply::Array(replies))
 }
 
@@ -114,7 +124,7 @@ fn discard(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     if ctx.client.multi.is_none() {
         return Err(CmdError::Static(error::DISCARD_WITHOUT_MULTI));
     }
-    end_multi(ctx);
+    discard_transaction(ctx.client, ctx.store);
     Ok(Reply::ok())
 }
 

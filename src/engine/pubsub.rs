@@ -399,6 +399,11 @@ impl PubSub {
         }
     }
 
+    /// True if client `id` ran MONITOR (CLIENT LIST flag O).
+    pub fn is_monitor(&self, id: u64) -> bool {
+        self.monitors.iter().any(|m| m.id == id)
+    }
+
     pub fn remove_monitor(&mut self, id: u64) {
         self.monitors.retain(|m| m.id != id);
     }

@@ -92,7 +92,16 @@ pub struct ClientHandle {
     /// Index + 1 in the command table of the last command (0 = none), for CLIENT LIST `cmd=`.
     pub last_cmd: AtomicUsize,
     pub proto: AtomicUsize,
+    /// Inside MULTI, until EXEC has run the queue (Redis keeps CLIENT_MULTI set while EXEC runs
+    /// it): CLIENT LIST flag x. Set by [`ClientHandle::publish_multi_opened`] and its siblings.
     pub multi: AtomicBool,
+    /// Commands queued by MULTI (CLIENT LIST `multi=`, -1 outside a transaction).
+    pub multi_queued: AtomicUsize,
+    /// Redis's `mstate.argv_len_sums` of the queue: per command, its argument bytes plus one
+    /// pointer per argument (CLIENT LIST `multi-mem=`).
+    pub multi_mem: AtomicUsize,
+    /// CLIENT NO-EVICT on (flag e). Only shown: hyperbloom never evicts clients.
+    pub no_evict: AtomicBool,
     /// A replica of ours (after PSYNC): CLIENT LIST flag S, CLIENT KILL TYPE replica.
     pub is_replica: AtomicBool,
     /// The link to our primary: flag M, CLIENT KILL TYPE master.
@@ -142,6 +151,9 @@ impl ClientHandle {
             last_cmd: AtomicUsize::new(0),
             proto: AtomicUsize::new(2),
             multi: AtomicBool::new(false),
+            multi_queued: AtomicUsize::new(0),
+            multi_mem: AtomicUsize::new(0),
+            no_evict: AtomicBool::new(false),
             is_replica: AtomicBool::new(false),
             is_master: AtomicBool::new(false),
             killed: AtomicBool::new(false),
@@ -151,6 +163,29 @@ impl ClientHandle {
             obuf_soft_since: AtomicU64::new(0),
             obuf_closed: AtomicBool::new(false),
         }
+    }
+
+    /// MULTI opened a transaction: CLIENT LIST shows `x`, `multi=0`, `multi-mem=0`.
+    pub fn publish_multi_opened(&self) {
+        self.multi_queued.store(0, Ordering::Relaxed);
+        self.multi_mem.store(0, Ordering::Relaxed);
+        self.multi.store(true, Ordering::Relaxed);
+    }
+
+    /// A command joined the transaction's queue. Its `multi-mem` share is Redis's
+    /// (queueMultiCommand): the argument bytes plus one `robj*` per argument.
+    pub fn publish_queued(&self, argv: &[Bytes]) {
+        let bytes: usize =
+            argv.iter().map(|a| a.len()).sum::<usize>() + argv.len() * std::mem::size_of::<usize>();
+        self.multi_queued.fetch_add(1, Ordering::Relaxed);
+        self.multi_mem.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The transaction ended (EXEC has run its queue, DISCARD, RESET, an aborted EXEC).
+    pub fn publish_multi_closed(&self) {
+        self.multi.store(false, Ordering::Relaxed);
+        self.multi_queued.store(0, Ordering::Relaxed);
+        self.multi_mem.store(0, Ordering::Relaxed);
     }
 
     pub fn kill(&self) {
@@ -172,8 +207,8 @@ impl ClientHandle {
         (obl, pending - obl)
     }
 
-    /// CLIENT LIST `tot-mem`: the handle, the query and reply buffers' allocations, the outbox
-    /// and the parsed arguments.
+    /// CLIENT LIST `tot-mem`: the handle, the query and reply buffers' allocations, the outbox,
+    /// the parsed arguments and a transaction's queue.
     pub fn total_memory(&self) -> usize {
         std::mem::size_of::<ClientHandle>()
             + self.mem.qbuf.load(Ordering::Relaxed)
@@ -181,6 +216,7 @@ impl ClientHandle {
             + self.mem.out_capacity.load(Ordering::Relaxed)
             + self.outbox.pending()
             + self.mem.argv_mem.load(Ordering::Relaxed)
+            + self.multi_mem.load(Ordering::Relaxed)
     }
 
     /// Applies an output buffer limit class to `pending` bytes at unix second `now_s` (Redis's

@@ -394,9 +394,7 @@ def client_flags(s: SockServer) -> dict[str, object]:
         by_id = {f["id"]: f for f in map(fields, listing.splitlines())}
         out["multi"] = by_id[c_id]["flags"]
         out["subscriber"] = by_id[sub_id]["flags"]
-        # Redis says OU; hyperbloom has no O flag for a monitor at all (over TCP neither), which is
-        # not this feature's: only the U is compared.
-        out["monitor_ends_in_U"] = by_id[mon_id]["flags"].endswith("U")
+        out["monitor"] = by_id[mon_id]["flags"]
         out["socket_clients_listed"] = sum(1 for f in by_id.values() if f["addr"] == me and f["laddr"] == me)
     return out
 
@@ -405,10 +403,63 @@ def test_client_info_and_list_match_redis(pair):
     hb, real = pair
     want = {
         "addr": True, "laddr": True, "plain": "U", "multi": "xU", "tracking": "tU", "tcp": "N",
-        "tcp_addr_is_ip": True, "subscriber": "PU", "monitor_ends_in_U": True, "socket_clients_listed": 4,
+        "tcp_addr_is_ip": True, "subscriber": "PU", "monitor": "OU", "socket_clients_listed": 4,
     }
     assert client_flags(real) == want, "redis-server itself"
     assert client_flags(hb) == want
+
+
+def client_states(s: SockServer, transport: str) -> list[object]:
+    """CLIENT INFO / LIST flags and types over one transport (``unix`` or ``tcp``): a transaction as
+    its own EXEC sees it, CLIENT NO-EVICT, a monitor, a subscriber, the TYPE filters of CLIENT LIST
+    and CLIENT KILL. Client ids are replaced by connection names; only fields both servers must
+    agree on are kept."""
+    connect = s.unix if transport == "unix" else s.tcp_raw
+    kept = ("flags", "multi", "multi-mem", "sub", "psub")
+    with connect() as c, connect() as obs, connect() as sub, connect() as mon:
+        names = {c.call("CLIENT", "ID")[1:-2].decode(): "c"}
+        names[obs.call("CLIENT", "ID")[1:-2].decode()] = "obs"
+        names[sub.call("CLIENT", "ID")[1:-2].decode()] = "sub"
+        names[mon.call("CLIENT", "ID")[1:-2].decode()] = "mon"
+
+        def lines(reply: bytes) -> list[object]:
+            texts = re.findall(rb"\$\d+\r\n(id=[^\r]*)\r\n", reply)
+            out = []
+            for text in texts:
+                for line in text.decode().splitlines():
+                    f = fields(line)
+                    out.append((names.get(f["id"], "?"), *(f"{k}={f[k]}" for k in kept)))
+            return out
+
+        out: list[object] = []
+        assert c.call("MULTI") == b"+OK\r\n"
+        assert c.call("SET", "k", "v") == b"+QUEUED\r\n"
+        out.append(lines(obs.call("CLIENT", "LIST", "TYPE", "normal")))
+        assert c.call("CLIENT", "INFO") == b"+QUEUED\r\n"
+        out.append(lines(c.call("EXEC")))
+        out.append(c.call("CLIENT", "NO-EVICT", "on"))
+        out.append(lines(c.call("CLIENT", "INFO")))
+        out.append(c.call("CLIENT", "NO-EVICT", "off"))
+        out.append(lines(c.call("CLIENT", "INFO")))
+        sub.call("SUBSCRIBE", "ch")
+        assert mon.call("MONITOR") == b"+OK\r\n"
+        for kind in ("normal", "pubsub", "replica", "master"):
+            out.append((kind, lines(obs.call("CLIENT", "LIST", "TYPE", kind))))
+        out.append(obs.call("CLIENT", "KILL", "TYPE", "replica"))
+        out.append(obs.call("CLIENT", "KILL", "TYPE", "pubsub"))
+        sub.sock.settimeout(5)
+        out.append(sub.sock.recv(16))
+    return out
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_client_flags_and_types_match_redis(pair, transport):
+    hb, real = pair
+    want = client_states(real, transport)
+    u = "U" if transport == "unix" else ""
+    assert want[1] == [("c", f"flags=x{u}", "multi=2", "multi-mem=55", "sub=0", "psub=0")], "redis-server itself"
+    assert want[3] == [("c", f"flags={u}e", "multi=-1", "multi-mem=0", "sub=0", "psub=0")], "redis-server itself"
+    assert client_states(hb, transport) == want
 
 
 def test_monitor_names_the_socket_like_redis(pair):
