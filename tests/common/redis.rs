@@ -13,6 +13,8 @@ use super::RawConn;
 pub struct RealRedis {
     child: Child,
     pub addr: SocketAddr,
+    /// The directory made for it when the test gave no `--dir`, removed on drop.
+    own_dir: Option<std::path::PathBuf>,
 }
 
 /// Where the binary is. A test that needs it fails with this hint rather than passing vacuously:
@@ -64,11 +66,12 @@ impl RealRedis {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        if !extra.contains(&"--dir") {
-            args.extend([
-                "--dir".to_string(),
-                std::env::temp_dir().to_string_lossy().into_owned(),
-            ]);
+        // A directory of its own: in a shared one (it was /tmp) any dump.rdb left there, by
+        // another test or by hand, loads at startup, and a differential test then starts from
+        // someone else's keys (a local CI run read `k` = `v` from a stray /tmp/dump.rdb).
+        let own_dir = (!extra.contains(&"--dir")).then(|| super::tempdir("real-redis"));
+        if let Some(dir) = &own_dir {
+            args.extend(["--dir".to_string(), dir.to_string_lossy().into_owned()]);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(&bin)
@@ -80,6 +83,7 @@ impl RealRedis {
         let mut redis = RealRedis {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            own_dir,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -121,6 +125,9 @@ impl Drop for RealRedis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.own_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
