@@ -325,11 +325,11 @@ fn monitor_lines_and_redaction() {
 
 /// A CLIENT LIST / CLIENT INFO reply (or EXEC's array of them) reduced to what both servers must
 /// agree on: per line the connection's index in `ids` (client ids differ), `name`, `db`,
-/// `flags`, the subscription counts, `multi`, `multi-mem`, `redir` and `resp`. Left out as
-/// legitimately different: addresses, fd, times, buffer sizes and memory, `events`; also `cmd`
-/// and hyperbloom's 7.2 `lib-name`/`lib-ver`, which are not this comparison's subject.
+/// `flags`, the subscription counts, `multi`, `multi-mem`, `cmd`, `user`, `redir` and `resp`.
+/// Left out as legitimately different: addresses, fd, times, buffer sizes and memory, `events`;
+/// also hyperbloom's 7.2 `lib-name`/`lib-ver`, which are not this comparison's subject.
 fn client_state(reply: &[u8], ids: &[u64]) -> String {
-    const COMPARED: [&str; 10] = [
+    const COMPARED: [&str; 12] = [
         "name",
         "db",
         "flags",
@@ -338,6 +338,8 @@ fn client_state(reply: &[u8], ids: &[u64]) -> String {
         "ssub",
         "multi",
         "multi-mem",
+        "cmd",
+        "user",
         "redir",
         "resp",
     ];
@@ -501,4 +503,244 @@ fn client_list_flags_and_types_match_redis() {
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(g, w, "\n hyperbloom: {g}\n redis:      {w}");
     }
+}
+
+/// The `cmd=` fields of a CLIENT LIST / CLIENT INFO reply (or of EXEC's array holding one), in
+/// order; the reply itself when it has none.
+fn cmd_fields(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(reply);
+    let fields: Vec<&str> = text
+        .split([' ', '\n', '\r'])
+        .filter(|w| w.starts_with("cmd="))
+        .collect();
+    if fields.is_empty() {
+        text.into_owned()
+    } else {
+        fields.join(" ")
+    }
+}
+
+/// Connection 0 runs a script; after each step connection 1 reads 0's `cmd=` with CLIENT LIST
+/// ID. Returns per step what 1 saw and, when 0's own reply is a CLIENT INFO (or an EXEC holding
+/// one), the `cmd=` in it. The other replies are not recorded: COMMAND's and DEBUG's differ
+/// between the servers and are not this comparison's subject.
+fn last_command_run(port: u16) -> Vec<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut c: Vec<common::RawConn> = (0..2).map(|_| common::RawConn::connect(addr)).collect();
+    let id = {
+        let r = c[0].cmd_str(&["CLIENT", "ID"]);
+        String::from_utf8_lossy(&r[1..r.len() - 2]).into_owned()
+    };
+    let script: &[&[&str]] = &[
+        // A container's subcommand is shown by its full name; a container alone by its own.
+        &["CLIENT", "ID"],
+        &["CLIENT", "INFO"],
+        &["client", "info"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["OBJECT", "HELP"],
+        &["COMMAND"],
+        &["COMMAND", "COUNT"],
+        &["COMMAND", "INFO", "get"],
+        &["MEMORY", "USAGE", "nokey"],
+        &["PUBSUB", "CHANNELS"],
+        &["PUBSUB", "NUMSUB", "ch"],
+        &["MODULE", "LIST"],
+        // A protected subcommand, refused: recorded all the same. DEBUG is no container.
+        &["MODULE", "LOAD", "/nonexistent.so"],
+        &["DEBUG", "SLEEP", "0"],
+        &["PING"],
+        &["SET", "k", "v"],
+        &["GET", "k"],
+        &["SELECT", "x"],
+        // Unknown command or subcommand: none (NULL). Wrong arity: the command, as Redis
+        // records it at lookup, before the arity check; a container alone is itself.
+        &["NOSUCH", "a"],
+        &["GET"],
+        &["CONFIG", "NOSUCH"],
+        &["CLIENT", "nosuch", "x"],
+        &["CONFIG"],
+        &["CONFIG", "GET"],
+        &["CLIENT", "KILL"],
+        &["PING", "a", "b"],
+        // Queued inside MULTI: the queued command (refused ones too).
+        &["MULTI"],
+        &["PING"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["NOSUCH"],
+        &["GET"],
+        &["CONFIG", "NOSUCH"],
+        &["DISCARD"],
+        // What EXEC runs shows `exec`, inside EXEC (its CLIENT INFO) and after it.
+        &["MULTI"],
+        &["CLIENT", "INFO"],
+        &["GET", "k"],
+        &["CLIENT", "LIST", "ID", "<self>"],
+        &["PING"],
+        &["EXEC"],
+        &["EXEC"],
+        &["MULTI"],
+        &["EXEC", "extra"],
+        &["WATCH", "k"],
+        &["UNWATCH"],
+        &["RESET"],
+    ];
+    let mut out = Vec::new();
+    for argv in script {
+        // `<self>` is connection 0's id, which differs between the servers.
+        let sent: Vec<&str> = argv
+            .iter()
+            .map(|a| if *a == "<self>" { id.as_str() } else { a })
+            .collect();
+        let own = c[0].cmd_str(&sent);
+        let seen = c[1].cmd_str(&["CLIENT", "LIST", "ID", &id]);
+        let own = if own.windows(3).any(|w| w == b"id=") {
+            cmd_fields(&own)
+        } else {
+            String::new()
+        };
+        out.push(format!("{argv:?}: seen {} own [{own}]", cmd_fields(&seen)));
+    }
+    // A RESP2 subscriber's refused commands are recorded too.
+    c[0].cmd_str(&["SUBSCRIBE", "ch"]);
+    for argv in [
+        &["CONFIG", "GET", "maxmemory"][..],
+        &["GET", "k"],
+        &["CLIENT", "nosuch"],
+        &["PING"],
+    ] {
+        c[0].cmd_str(argv);
+        let seen = c[1].cmd_str(&["CLIENT", "LIST", "ID", &id]);
+        out.push(format!("subscriber {argv:?}: seen {}", cmd_fields(&seen)));
+    }
+    out
+}
+
+#[test]
+fn client_list_cmd_is_the_last_command_as_redis_records_it() {
+    let ours: TestServer = common::start_server();
+    let real = RealRedis::start(&[]);
+    let want = last_command_run(real.port());
+    let got = last_command_run(ours.port());
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "\n hyperbloom: {g}\n redis:      {w}");
+    }
+}
+
+/// CLIENT KILL USER, with three connections each time (0 runs it): an unknown user (names are
+/// exact: `DEFAULT` is unknown) is an error reported as the option is parsed, before the options
+/// after it; `default` kills every other connection, or with SKIPME no the caller too, which gets
+/// its reply first. Returns per case the reply to 0 and which connections were closed.
+fn kill_user_run(port: u16) -> Vec<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let cases: &[&[&str]] = &[
+        &["CLIENT", "KILL", "USER", "nosuch"],
+        &["CLIENT", "KILL", "USER", "DEFAULT"],
+        &["CLIENT", "KILL", "USER", "a\r\nb"],
+        &["CLIENT", "KILL", "USER", "nosuch", "ID", "0"],
+        &["CLIENT", "KILL", "ID", "0", "USER", "nosuch"],
+        &["CLIENT", "KILL", "USER", "nosuch", "SKIPME", "maybe"],
+        &["CLIENT", "KILL", "SKIPME", "maybe", "USER", "nosuch"],
+        &["CLIENT", "KILL", "USER", "default", "USER", "nosuch"],
+        &["CLIENT", "KILL", "USER", "default", "TYPE", "pubsub"],
+        &["CLIENT", "KILL", "USER", "default"],
+        &["CLIENT", "KILL", "USER", "default", "SKIPME", "no"],
+    ];
+    let mut out = Vec::new();
+    for argv in cases {
+        let mut c: Vec<common::RawConn> = (0..3).map(|_| common::RawConn::connect(addr)).collect();
+        for conn in &mut c[1..] {
+            conn.cmd_str(&["PING"]);
+        }
+        c[0].send(&argv.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
+        let reply = reply_or_close(&mut c[0]);
+        let alive: Vec<bool> = c
+            .iter_mut()
+            .map(|conn| {
+                conn.send(&[b"PING"]);
+                let mut chunk = [0u8; 64];
+                matches!(std::io::Read::read(&mut conn.stream, &mut chunk), Ok(n) if n > 0)
+            })
+            .collect();
+        out.push(format!(
+            "{argv:?} -> {:?} alive {alive:?}",
+            String::from_utf8_lossy(&reply)
+        ));
+    }
+    out
+}
+
+/// The reply `conn` reads next, or what it had read when the server closed it (nothing, for a
+/// connection closed before its reply).
+fn reply_or_close(conn: &mut common::RawConn) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while common::frame_len(&got).is_none() {
+        match std::io::Read::read(&mut conn.stream, &mut chunk) {
+            Ok(n) if n > 0 => got.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    got
+}
+
+#[test]
+fn client_kill_user_matches_redis() {
+    let ours: TestServer = common::start_server();
+    let real = RealRedis::start(&[]);
+    let want = kill_user_run(real.port());
+    let got = kill_user_run(ours.port());
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "\n hyperbloom: {g}\n redis:      {w}");
+    }
+}
+
+/// A replica's link to its primary, as the replica's CLIENT LIST shows it (`cmd`, `user`) and as
+/// CLIENT KILL USER sees it: Redis runs that link as no user (`user=(superuser)`), so USER
+/// default spares it. One real primary, fed to a real replica and to hyperbloom.
+#[test]
+fn the_link_to_the_primary_is_no_user_as_in_redis() {
+    let primary = RealRedis::start(&["--repl-diskless-sync-delay", "0"]);
+    let real_replica = RealRedis::start(&[]);
+    let ours: TestServer = common::start_server();
+    let port = primary.port().to_string();
+    let mut p = primary.raw();
+    let mut views = Vec::new();
+    for mut r in [real_replica.raw(), ours.raw()] {
+        assert_eq!(r.cmd_str(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let info = |r: &mut common::RawConn| {
+            String::from_utf8_lossy(&r.cmd_str(&["INFO", "replication"])).into_owned()
+        };
+        while !info(&mut r).contains("master_link_status:up") {
+            assert!(std::time::Instant::now() < deadline, "link not up");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut view = Vec::new();
+        let link = |r: &mut common::RawConn| {
+            let list = r.cmd_str(&["CLIENT", "LIST", "TYPE", "master"]);
+            let text = String::from_utf8_lossy(&list).into_owned();
+            text.split([' ', '\r', '\n'])
+                .filter(|w| ["flags=", "cmd=", "user="].iter().any(|f| w.starts_with(f)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        view.push(link(&mut r));
+        // A write from the primary: the link's last command.
+        let key = format!("k{}", views.len());
+        p.cmd_str(&["SET", &key, "v"]);
+        while r.cmd_str(&["GET", &key]) != b"$1\r\nv\r\n" {
+            assert!(std::time::Instant::now() < deadline, "write not replicated");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        view.push(link(&mut r));
+        view.push(
+            String::from_utf8_lossy(&r.cmd_str(&["CLIENT", "KILL", "USER", "default"]))
+                .into_owned(),
+        );
+        view.push(link(&mut r));
+        views.push(view);
+    }
+    assert_eq!(views[1], views[0], "hyperbloom, then redis");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::CmdResult;
-use super::{cmd, flags::*, table, Action, Args, CommandSpec, Ctx};
+use super::{cmd, flags::*, Action, Args, CommandSpec, Ctx};
 use crate::engine::pubsub::{Kind, PubSub};
 use crate::engine::tracking::Options as TrackingOptions;
 use crate::engine::ClientHandle;
@@ -119,16 +119,7 @@ pub fn info_string(
     };
     let now = super::now_ms();
     let idle = now.saturating_sub(h.last_active_ms.load(Ordering::Relaxed)) / 1000;
-    let last = h.last_cmd.load(Ordering::Relaxed);
-    let cmd_name = if last == 0 {
-        "NULL".to_string()
-    } else {
-        table()
-            .all()
-            .get(last - 1)
-            .map(|s| s.name.to_string())
-            .unwrap_or_default()
-    };
+    let cmd_name = super::last_command_name(h.last_cmd.load(Ordering::Relaxed));
     let (obl, omem) = crate::engine::ClientHandle::output_split(h.output_pending());
     // Redis's order (catClientInfoString): S or O, M, P, x, b, t, R, B, U, e; N when none
     // applies. Its d, c, u, A and r have no state here that lasts long enough to be seen.
@@ -173,7 +164,7 @@ pub fn info_string(
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=1024 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
         h.id,
         h.addr,
         h.laddr,
@@ -199,11 +190,18 @@ pub fn info_string(
         omem,
         h.total_memory(),
         cmd_name,
+        user_name(h).unwrap_or("(superuser)"),
         redir,
         h.proto.load(Ordering::Relaxed),
         lock(&h.lib_name),
         lock(&h.lib_ver),
     )
+}
+
+/// The user a client is authenticated as: `default`, the only user, except for the link to our
+/// primary, which Redis runs as no user at all (`c->user == NULL`), shown as `(superuser)`.
+fn user_name(h: &ClientHandle) -> Option<&'static str> {
+    (!h.is_master.load(Ordering::Relaxed)).then_some("default")
 }
 
 fn client_info(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -298,14 +296,24 @@ impl ClientType {
     }
 }
 
+/// Ends client `h` for CLIENT KILL. The caller itself is not cut off at once: as Redis
+/// (CLIENT_CLOSE_AFTER_REPLY), it gets the reply and its connection closes after it.
+fn kill_client(ctx: &mut Ctx, h: &ClientHandle) {
+    if h.id == ctx.client.handle.id {
+        ctx.client.action = Some(Action::Close);
+    } else {
+        h.kill();
+    }
+}
+
 fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let handles: Vec<_> = ctx.shared.clients().values().cloned().collect();
     if argv.len() == 3 {
-        // Old form: CLIENT KILL addr:port.
+        // Old form: CLIENT KILL addr:port, which may name the caller itself.
         let target = String::from_utf8_lossy(&argv[2]).into_owned();
         for h in &handles {
             if h.addr.to_string() == target {
-                h.kill();
+                kill_client(ctx, h);
                 return Ok(Reply::ok());
             }
         }
@@ -326,7 +334,19 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             b"type" => {
                 ClientType::from_name(v)?;
             }
-            b"addr" | b"laddr" | b"user" => {}
+            b"user" => {
+                // Looked up as it is parsed, by exact name (Redis's ACLGetUserByName), so an
+                // unknown user is reported before any later option is looked at; `default` is
+                // the only user. Redis prints the name with `%s`, which stops at a NUL.
+                if &v[..] != b"default" {
+                    let shown = &v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())];
+                    return Err(CmdError::Owned(format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(shown)
+                    )));
+                }
+            }
+            b"addr" | b"laddr" => {}
             b"skipme" => {
                 skipme = if v.eq_ignore_ascii_case(b"yes") {
                     true
@@ -353,21 +373,15 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             b"id" => crate::numeric::parse_i64(v) == Some(h.id as i64),
             b"addr" => h.addr.to_string().as_bytes() == &v[..],
             b"laddr" => h.laddr.to_string().as_bytes() == &v[..],
-            b"user" => &v[..] == b"default",
+            // The link to our primary runs as no user, so USER default spares it.
+            b"user" => user_name(h).is_some_and(|u| u.as_bytes() == &v[..]),
             b"type" => ClientType::from_name(v).ok() == Some(ClientType::of(ctx.pubsub, h)),
             _ => false,
         });
         if ok {
-            h.kill();
+            kill_client(ctx, h);
             killed += 1;
         }
-    }
-    if !skipme
-        && filters
-            .iter()
-            .any(|(k, v)| k == b"id" && crate::numeric::parse_i64(v) == Some(me as i64))
-    {
-        ctx.client.action = Some(Action::Close);
     }
     Ok(Reply::Int(killed))
 }

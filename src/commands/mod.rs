@@ -390,11 +390,67 @@ pub fn table() -> &'static CommandTable {
 
 /// The subcommand `sub` (any case) of a container command.
 pub fn find_subcommand(spec: &'static CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec> {
-    spec.subcommands.iter().find(|s| {
+    subcommand_position(spec, sub).map(|i| &spec.subcommands[i])
+}
+
+/// The position of the subcommand `sub` (any case) among a container's subcommands.
+fn subcommand_position(spec: &CommandSpec, sub: &[u8]) -> Option<usize> {
+    spec.subcommands.iter().position(|s| {
         s.name
             .split_once('|')
             .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
     })
+}
+
+/// Where a subcommand's position sits in a [`ClientHandle::last_cmd`] code: above every command
+/// index, as the table holds fewer than 65535 commands (`CommandTable::build` checks it).
+const LAST_SUBCOMMAND_SHIFT: u32 = 16;
+
+/// The [`ClientHandle::last_cmd`] code of the command at `index` in the table, or of the
+/// subcommand at position `sub` of that container. A plain command's code is `index + 1`, so
+/// recording it costs what it did before subcommands were recorded.
+#[inline]
+pub fn last_command_code(index: usize, sub: Option<usize>) -> usize {
+    index + 1 + sub.map_or(0, |s| (s + 1) << LAST_SUBCOMMAND_SHIFT)
+}
+
+/// CLIENT LIST's `cmd=` for a [`ClientHandle::last_cmd`] code: the name as registered
+/// (`client|list` for a subcommand, Redis's `fullname`), `NULL` for none.
+pub fn last_command_name(code: usize) -> &'static str {
+    let index = (code & ((1 << LAST_SUBCOMMAND_SHIFT) - 1)).checked_sub(1);
+    let Some(spec) = index.and_then(|i| table().all().get(i)) else {
+        return "NULL";
+    };
+    match (code >> LAST_SUBCOMMAND_SHIFT).checked_sub(1) {
+        None => spec.name,
+        Some(position) => spec.subcommands.get(position).map_or("NULL", |s| s.name),
+    }
+}
+
+/// Resolves a container's subcommand from `argv[1]` up front, as Redis's lookupCommand does, and
+/// records it as the client's last command (CLIENT LIST `cmd=client|list`). Without a second
+/// argument the container itself is the command (its code is already recorded); an unknown
+/// subcommand is recorded as none (`cmd=NULL`, as Redis's lastcmd is then NULL). Gives what
+/// runs: the subcommand, or the container when there is none (an unknown one is refused when
+/// `execute` resolves it). Containers are never on the hot path, so plain commands pay only the
+/// test that sends a container here.
+#[cold]
+#[inline(never)]
+fn record_subcommand(
+    handle: &ClientHandle,
+    index: usize,
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+) -> &'static CommandSpec {
+    let Some(name) = argv.get(1) else {
+        return spec;
+    };
+    let position = subcommand_position(spec, name);
+    handle.last_cmd.store(
+        position.map_or(0, |p| last_command_code(index, Some(p))),
+        Ordering::Relaxed,
+    );
+    position.map_or(spec, |p| &spec.subcommands[p])
 }
 
 /// Finds the subcommand of a container; the errors Redis gives when it is missing.
@@ -849,16 +905,31 @@ fn dispatch_inner(
         return Reply::Status("OK");
     }
     let Some((index, spec)) = found else {
+        // Redis's lastcmd is NULL after an unknown command (CLIENT LIST `cmd=NULL`).
+        client.handle.last_cmd.store(0, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_error = true;
         }
         return Reply::Error(CmdError::unknown_command(argv));
     };
+    // The last command is recorded at lookup, as Redis's processCommand sets c->lastcmd: a
+    // command refused below (wrong arity, NOAUTH, ...) or queued by MULTI is the client's last
+    // command all the same. `execute` records nothing, so the commands EXEC runs leave `exec`.
+    client
+        .handle
+        .last_cmd
+        .store(last_command_code(index, None), Ordering::Relaxed);
     if !spec.arity_ok(argv.len()) {
         return reject(engine, client, index, spec, CmdError::arity(spec.name));
     }
+    // What runs: the command, or the container's subcommand.
+    let effective = if spec.subcommands.is_empty() {
+        spec
+    } else {
+        record_subcommand(&client.handle, index, spec, argv)
+    };
     // As Redis's processCommand: protected commands are refused before authentication.
-    if let Some(refusal) = refuse_protected(shared, client, spec, argv) {
+    if let Some(refusal) = refuse_protected(shared, client, spec, effective) {
         return reject(engine, client, index, spec, refusal);
     }
     if !client.authenticated && !spec.has(flags::NOAUTH) {
@@ -950,18 +1021,14 @@ fn reject(
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD unless `enable-debug-command` / `enable-module-command`
-/// allow them for this client (`yes`, or `local` from a loopback address).
+/// allow them for this client (`yes`, or `local` from a loopback address). `effective` is what
+/// runs: `spec`, or its subcommand.
 fn refuse_protected(
     shared: &Shared,
     client: &ClientState,
     spec: &'static CommandSpec,
-    argv: &[Bytes],
+    effective: &'static CommandSpec,
 ) -> Option<CmdError> {
-    let effective = if spec.subcommands.is_empty() {
-        spec
-    } else {
-        argv.get(1).and_then(|sub| find_subcommand(spec, sub))?
-    };
     if !effective.has(flags::PROTECTED) {
         return None;
     }
@@ -1128,17 +1195,14 @@ pub fn run(
 
 /// Runs the handler (resolving a container's subcommand first), catching a panic so one bad
 /// command never takes the server down, and records the statistics. EXEC calls this for each
-/// queued command.
+/// queued command. It does not record the client's last command: the dispatcher did at lookup,
+/// and a command EXEC runs leaves `exec` there (Redis's execCommand sets no lastcmd).
 pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[Bytes]) -> Reply {
     // A command EXEC runs finds no mark (EXEC took it) and reads the clock itself.
     let (started, chained) = match ctx.client.cmd_clock.take() {
         Some(t) => (t, true),
         None => (crate::engine::mono_ns(), false),
     };
-    ctx.client
-        .handle
-        .last_cmd
-        .store(index + 1, Ordering::Relaxed);
     let tracking = ctx.stream.is_active();
     let changes_before = if tracking {
         ctx.stream.command = Default::default();

@@ -89,7 +89,11 @@ pub struct ClientHandle {
     pub name: Mutex<Option<Bytes>>,
     pub lib_name: Mutex<Option<Bytes>>,
     pub lib_ver: Mutex<Option<Bytes>>,
-    /// Index + 1 in the command table of the last command (0 = none), for CLIENT LIST `cmd=`.
+    /// The last command looked up, for CLIENT LIST `cmd=` (Redis's `c->lastcmd`): 0 for none, an
+    /// unknown command or an unknown subcommand; else 1 + the command's index in the command
+    /// table, plus for a container's subcommand (1 + its position among the container's
+    /// subcommands) << 16. Encoded and decoded by `commands::last_command_code` and
+    /// `commands::last_command_name`.
     pub last_cmd: AtomicUsize,
     pub proto: AtomicUsize,
     /// Inside MULTI, until EXEC has run the queue (Redis keeps CLIENT_MULTI set while EXEC runs
