@@ -295,9 +295,10 @@ pub fn proc_status_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A plain TCP connection speaking RESP by hand.
-pub struct RawConn {
-    pub stream: TcpStream,
+/// A connection speaking RESP by hand: TCP by default, or any byte stream (a Unix socket's,
+/// [`RawConn::over`]).
+pub struct RawConn<S = TcpStream> {
+    pub stream: S,
     buf: Vec<u8>,
 }
 
@@ -333,6 +334,16 @@ impl RawConn {
             RawConn::try_connect(addr).ok()
         } else {
             None
+        }
+    }
+}
+
+impl<S: Read + Write> RawConn<S> {
+    /// RESP over a stream opened elsewhere (a `UnixStream`), its timeouts set by the caller.
+    pub fn over(stream: S) -> RawConn<S> {
+        RawConn {
+            stream,
+            buf: Vec::new(),
         }
     }
 
