@@ -386,25 +386,26 @@ fn client_kill(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(killed))
 }
 
+/// A CLIENT subcommand's `ON|OFF` argument; anything else is Redis's syntax error.
+fn parse_on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if arg.eq_ignore_ascii_case(b"on") {
+        Ok(true)
+    } else if arg.eq_ignore_ascii_case(b"off") {
+        Ok(false)
+    } else {
+        Err(CmdError::Static(error::SYNTAX))
+    }
+}
+
 /// `CLIENT NO-EVICT ON|OFF` → OK. Only shown (flag e): hyperbloom never evicts clients.
 fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let on = if argv[2].eq_ignore_ascii_case(b"on") {
-        true
-    } else if argv[2].eq_ignore_ascii_case(b"off") {
-        false
-    } else {
-        return Err(CmdError::Static(error::SYNTAX));
-    };
+    let on = parse_on_off(&argv[2])?;
     ctx.client.handle.no_evict.store(on, Ordering::Relaxed);
     Ok(Reply::ok())
 }
 
 fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if argv[2].eq_ignore_ascii_case(b"on") || argv[2].eq_ignore_ascii_case(b"off") {
-        Ok(Reply::ok())
-    } else {
-        Err(CmdError::Static(error::SYNTAX))
-    }
+    parse_on_off(&argv[2]).map(|_| Reply::ok())
 }
 
 fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
