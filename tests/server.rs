@@ -389,3 +389,18 @@ fn timeout_closes_idle_clients_only() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The harness's own check: a spawned server is returned only once it listens on its port
+/// itself, and `listeners_of` names it (and nothing else) there. A failing test prints that list,
+/// so a reset from some other process's socket on the port is told apart from our server's.
+#[test]
+fn a_spawned_server_is_the_one_listening_on_its_port() {
+    let dir = common::tempdir("own-port");
+    let (mut child, addr) = common::spawn_binary(&dir, "");
+    assert_eq!(common::listeners_of(addr.port()), vec![child.id()]);
+    let mut c = common::connect_when_ready(addr);
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(common::listeners_of(addr.port()), Vec::<u32>::new());
+}

@@ -159,16 +159,48 @@ pub fn wait_loaded(c: &mut RawConn) {
 /// A spawned server binary, killed (and reaped) when dropped: a test that fails partway, or
 /// whose server never came up, leaves no server running. `Deref`s to the `Child` for
 /// everything else (kill -9 and wait, stdout, the pid).
-pub struct ServerProcess(Option<std::process::Child>);
+pub struct ServerProcess(Option<std::process::Child>, Option<u16>);
 
 impl ServerProcess {
     pub fn new(child: std::process::Child) -> ServerProcess {
-        ServerProcess(Some(child))
+        ServerProcess(Some(child), None)
+    }
+
+    /// The TCP port the server was told to listen on: a failing test then also shows who listens
+    /// there.
+    pub fn on_port(mut self, port: u16) -> ServerProcess {
+        self.1 = Some(port);
+        self
     }
 
     /// The `Child`, no longer killed on drop: for `wait_with_output` and the like.
     pub fn into_child(mut self) -> std::process::Child {
         self.0.take().expect("only `into_child` takes it")
+    }
+
+    /// Waits (bounded) until this very process listens on `port`, or has exited (a test may
+    /// expect that: a failed load). A connection made after this reaches this server, never a
+    /// socket of another process that happens to hold the port: the CI runs at `b3c9a32` and
+    /// `a95b331` lost a full-disk test each to a reset on the first request of a connection
+    /// made once the port merely showed a listener, with the test's own server alive and
+    /// silent.
+    pub fn wait_until_it_listens(&mut self, port: u16) {
+        let start = std::time::Instant::now();
+        let pid = self.id();
+        loop {
+            if matches!(self.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            if holds_any_socket(pid, &listening_inodes(port)) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the server (pid {pid}) did not listen on port {port} in 20 s; listening there: {:?}",
+                listeners_of(port)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -189,13 +221,22 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Already gone (the test stopped it) is the common case: both calls are then no-ops.
         if let Some(mut child) = self.0.take() {
+            let panicking = std::thread::panicking();
+            // A failing test: who listens on the server's port (pids), while it still runs.
+            if let (true, Some(port)) = (panicking, self.1) {
+                eprintln!(
+                    "the test's server has pid {}; listening on its port {port}: {:?}",
+                    child.id(),
+                    listeners_of(port)
+                );
+            }
             let _ = child.kill();
-            if !std::thread::panicking() {
+            if !panicking {
                 let _ = child.wait();
                 return;
             }
-            // A failing test: show what its server said, which is often why (it exited, or never
-            // bound its port). The pipes are read to their end now that the process is gone.
+            // Then what its server said, which is often why (it exited, or never bound its
+            // port). The pipes are read to their end now that the process is gone.
             if let Ok(out) = child.wait_with_output() {
                 eprintln!(
                     "the test's server ended with {}; its stdout:\n{}\nits stderr:\n{}",
@@ -239,10 +280,65 @@ pub fn spawn_binary_with(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    (
-        ServerProcess::new(child),
-        format!("127.0.0.1:{port}").parse().unwrap(),
-    )
+    let mut child = ServerProcess::new(child).on_port(port);
+    child.wait_until_it_listens(port);
+    (child, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
+/// The inodes of the sockets listening on TCP `port` (`/proc/net/tcp{,6}`: the local address's
+/// port is the hex after the colon, state `0A` is LISTEN, the inode is the tenth field).
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let want = format!(":{port:04X}");
+    let mut inodes = Vec::new();
+    for path in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() > 9 && fields[1].ends_with(&want) && fields[3] == "0A" {
+                inodes.extend(fields[9].parse::<u64>().ok());
+            }
+        }
+    }
+    inodes
+}
+
+/// The processes holding a socket that listens on `port` (their pids), found through
+/// `/proc/PID/fd`: who answers a connection to it.
+pub fn listeners_of(port: u16) -> Vec<u32> {
+    let inodes = listening_inodes(port);
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| holds_any_socket(pid, &inodes))
+        .collect()
+}
+
+/// True if process `pid` has one of the socket `inodes` open.
+fn holds_any_socket(pid: u32, inodes: &[u64]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .and_then(|target| {
+                let t = target
+                    .to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?;
+                t.parse::<u64>().ok()
+            })
+            .is_some_and(|inode| inodes.contains(&inode))
+    })
 }
 
 /// Connects once the spawned server accepts connections (polling, bounded).
