@@ -272,6 +272,16 @@ impl From<&'static str> for CmdError {
     }
 }
 
+/// The C library's text for an I/O error (what Redis prints with `strerror`), without Rust's
+/// " (os error N)" suffix: "No space left on device".
+pub fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -364,7 +364,9 @@ fn config_file_command_line_and_rewrite() {
         (l.pubsub.hard, l.pubsub.soft, l.pubsub.soft_seconds),
         (4, 5, 6)
     );
-    let text = config.render();
+    // Redis's rule: the classes take the option's lines in order (replica takes the line that
+    // said pubsub), and pubsub, not the default, is appended.
+    let text = config.rewrite(&std::fs::read_to_string(&file).unwrap());
     for line in [
         "client-output-buffer-limit normal 1mb 2 3\n",
         "client-output-buffer-limit replica 256mb 64mb 60\n",

@@ -167,8 +167,44 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
             "ERR The server is running without a config file",
         ));
     };
-    match std::fs::write(&path, config.render()) {
+    match rewrite_file(std::path::Path::new(&path), &config) {
         Ok(()) => Ok(Reply::ok()),
-        Err(e) => Err(CmdError::Owned(format!("ERR Rewriting config file: {e}"))),
+        Err(e) => {
+            tracing::warn!("CONFIG REWRITE failed: {e}");
+            Err(CmdError::Owned(format!(
+                "ERR Rewriting config file: {}",
+                crate::error::strerror(&e)
+            )))
+        }
     }
+}
+
+/// Edits the file in place of the old one (`Config::rewrite`: its comments and layout kept) and
+/// swaps it in whole: written beside it, flushed to disk, then renamed over it, so a crash leaves
+/// the old file or the new one, never half of each. The old file's permissions are kept. A
+/// file that is gone is written from scratch, as Redis does.
+fn rewrite_file(path: &std::path::Path, config: &crate::config::Config) -> std::io::Result<()> {
+    use std::io::Write;
+    let (old, permissions) = match std::fs::read_to_string(path) {
+        Ok(text) => (text, std::fs::metadata(path).ok().map(|m| m.permissions())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), None),
+        Err(e) => return Err(e),
+    };
+    let text = config.rewrite(&old);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(name);
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        if let Some(p) = permissions {
+            f.set_permissions(p)?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

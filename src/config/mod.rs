@@ -17,6 +17,7 @@ use crate::protocol::parser::split_args;
 
 pub mod accepted;
 pub mod obuf;
+pub mod rewrite;
 
 pub use obuf::{ObufLimits, OutputLimit};
 
@@ -30,6 +31,9 @@ pub struct Config {
     pub dbfilename: String,
     /// Save points: (seconds, changes).
     pub save: Vec<(u64, u64)>,
+    /// A `save` line has been read from the file or the flags: the lines after it add their
+    /// points to its (Redis's `save_loaded`), where CONFIG SET replaces them all.
+    pub save_read: bool,
     pub requirepass: Option<String>,
     pub maxclients: usize,
     /// Idle client timeout in seconds (0 = never).
@@ -133,6 +137,7 @@ impl Default for Config {
             dir: "./".into(),
             dbfilename: "dump.rdb".into(),
             save: vec![(3600, 1), (300, 100), (60, 10000)],
+            save_read: false,
             requirepass: None,
             maxclients: 10000,
             timeout: 0,
@@ -368,13 +373,16 @@ fn bf_int(args: &[String], name: &str, min: i64, max: i64) -> Result<i64, String
     Ok(v)
 }
 
+/// CONFIG SET save: the points given replace all of them.
 fn set_save(c: &mut Config, args: &[String]) -> Result<(), String> {
-    // Accept both `save 900 1 300 10` and `save "900 1 300 10"`; `save ""` clears.
+    c.save = parse_save(args)?;
+    Ok(())
+}
+
+/// The points of a `save` line: both `save 900 1 300 10` and `save "900 1 300 10"`; `save ""`
+/// is none. Seconds must be at least 1, as Redis checks.
+fn parse_save(args: &[String]) -> Result<Vec<(u64, u64)>, String> {
     let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    if words.is_empty() {
-        c.save.clear();
-        return Ok(());
-    }
     if !words.len().is_multiple_of(2) {
         return Err("Invalid save parameters".into());
     }
@@ -382,14 +390,15 @@ fn set_save(c: &mut Config, args: &[String]) -> Result<(), String> {
     for pair in words.chunks(2) {
         let secs = pair[0]
             .parse::<u64>()
-            .map_err(|_| "Invalid save parameters")?;
+            .ok()
+            .filter(|&s| s >= 1)
+            .ok_or("Invalid save parameters")?;
         let changes = pair[1]
             .parse::<u64>()
             .map_err(|_| "Invalid save parameters")?;
         points.push((secs, changes));
     }
-    c.save = points;
-    Ok(())
+    Ok(points)
 }
 
 fn get_save(c: &Config) -> String {
@@ -1347,10 +1356,30 @@ impl Config {
                 self.include(path, origin)?;
                 continue;
             }
+            if find(name).is_some_and(|d| d.name == "save") {
+                self.read_save_line(args)
+                    .map_err(|why| fatal(i + 1, trimmed, &why))?;
+                continue;
+            }
             if let Err(why) = self.apply(name, args) {
                 return Err(fatal(i + 1, trimmed, &why));
             }
         }
+        Ok(())
+    }
+
+    /// A `save` line of the file or the flags, read as Redis reads it: the first one replaces
+    /// the default points, each later one adds its own (a redis.conf says `save 900 1`,
+    /// `save 300 10`, `save 60 10000` on three lines, and CONFIG REWRITE writes them so), and
+    /// `save ""` clears what came before.
+    fn read_save_line(&mut self, args: &[String]) -> Result<(), String> {
+        let points = parse_save(args)?;
+        let clears = matches!(args, [only] if only.is_empty());
+        if clears || !self.save_read {
+            self.save.clear();
+        }
+        self.save_read = true;
+        self.save.extend(points);
         Ok(())
     }
 
@@ -1401,36 +1430,6 @@ impl Config {
         let origin = config.config_file.clone().unwrap_or_default();
         config.apply_text(&text, &origin)?;
         Ok(config)
-    }
-
-    /// The file CONFIG REWRITE writes: every directive with its current value.
-    pub fn render(&self) -> String {
-        let mut out = String::from("# Written by hyperbloom CONFIG REWRITE\n");
-        for d in DIRECTIVES {
-            if d.name == OBUF_DIRECTIVE {
-                // One line per class, as Redis's rewriteConfigClientOutputBufferLimitOption.
-                for line in self.client_obuf_limits.rewrite_lines(d.name) {
-                    out.push_str(&line);
-                    out.push('\n');
-                }
-                continue;
-            }
-            let v = (d.get)(self);
-            if hidden_default(d.name) == Some(v.as_str()) {
-                continue;
-            }
-            out.push_str(d.name);
-            out.push(' ');
-            out.push_str(&quote(&v));
-            out.push('\n');
-        }
-        for (name, v) in &self.accepted {
-            out.push_str(name);
-            out.push(' ');
-            out.push_str(&quote(v));
-            out.push('\n');
-        }
-        out
     }
 }
 
@@ -1529,16 +1528,44 @@ mod tests {
 
     use super::*;
 
+    /// Each `save` line of a file adds its points (the first replaces the defaults), a
+    /// `save ""` clears what came before, and the flags go on from the file; CONFIG SET replaces.
+    #[test]
+    fn save_lines_add_up_as_redis_reads_them() {
+        let read = |text: &str| {
+            let mut c = Config::default();
+            c.apply_text(text, "t.conf").map(|()| c.save)
+        };
+        assert_eq!(
+            read("save 900 1\nsave 300 10\nsave 60 10000\n").unwrap(),
+            [(900, 1), (300, 10), (60, 10000)]
+        );
+        assert_eq!(
+            read("save 900 1\nsave \"\"\nsave 60 5\n").unwrap(),
+            [(60, 5)]
+        );
+        assert_eq!(
+            read("save \"900 1 300 10\"\n").unwrap(),
+            [(900, 1), (300, 10)]
+        );
+        assert_eq!(read("port 7000\n").unwrap(), Config::default().save);
+        assert!(read("save 0 1\n").is_err());
+        let mut c = Config::default();
+        c.apply_text("save 900 1\nsave 300 10\n", "t.conf").unwrap();
+        c.apply("save", &["60 5".into()]).unwrap();
+        assert_eq!(c.save, [(60, 5)]);
+    }
+
     #[test]
     fn rewrite_reads_back_values_with_control_characters() {
         // From the config fuzz target: quote() left \r and other control bytes raw.
         let mut c = Config::default();
         let odd = "#a run\r\u{b}\"x\\y\" \t\u{a0}end\u{7f}";
         c.apply("logfile", &[odd.to_string()]).unwrap();
-        let text = c.render();
+        let text = c.rewrite("");
         let mut back = Config::default();
         back.apply_text(&text, "rewritten.conf").unwrap();
-        assert_eq!(back.render(), text);
+        assert_eq!(back.rewrite(""), text);
         assert_eq!(back.logfile, odd);
     }
 

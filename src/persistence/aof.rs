@@ -115,6 +115,7 @@ use crate::engine::shared::AofWake;
 use crate::engine::{
     AofProgress, AofRewriteJob, AofSink, Engine, PreparedSwitch, Shared, SubscriberId,
 };
+use crate::error::strerror;
 use crate::store::db::DbSnapshot;
 use crate::store::Value;
 
@@ -597,16 +598,6 @@ fn fail_write(shared: &Shared, sink: &mut AofSink, e: std::io::Error) {
 }
 
 const EIO: i32 = 5;
-
-/// The C library's text for an I/O error (what Redis prints with `strerror`), without Rust's
-/// " (os error N)" suffix.
-fn strerror(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
-}
 
 /// Redis refuses writes — and PING — while the AOF cannot be written or fsynced
 /// (`writeCommandsDeniedByDiskError`): the MISCONF text then, None otherwise. Atomics only: the
