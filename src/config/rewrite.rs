@@ -41,7 +41,12 @@ const KEPT_AS_IS: &[&str] = &[
 
 /// Directives whose value is several words, written as words (`bind 127.0.0.1 -::1`), not as
 /// one quoted string. (`save` has lines of its own: one per save point.)
-const WORDS: &[&str] = &["bind", "replicaof"];
+const WORDS: &[&str] = &[
+    "bind",
+    "replicaof",
+    "latency-tracking-info-percentiles",
+    "oom-score-adj-values",
+];
 
 /// Redis's string configs among ours: always written double-quoted (`sdscatrepr`), as
 /// `dir "/var/lib/redis"` and `requirepass "secret"`.
@@ -59,8 +64,10 @@ const STRINGS: &[&str] = &[
     "notify-keyspace-events",
 ];
 
-/// Directives written whatever their value, as Redis forces them (and `save`, below).
-const ALWAYS: &[&str] = &["dir"];
+/// Directives written whatever their value, as Redis forces them (and `save`, below). Redis
+/// 7.0.15 always writes `latency-tracking-info-percentiles` too: its default check compares
+/// lists of doubles and never finds them equal.
+const ALWAYS: &[&str] = &["dir", "latency-tracking-info-percentiles"];
 
 /// Redis's MEMORY_CONFIGs among ours: written as `100mb`, `1gb`, `64kb` where the byte count
 /// divides evenly, as `rewriteConfigFormatMemory` writes them (CONFIG GET shows bytes).
@@ -91,7 +98,15 @@ impl RewriteState {
             rewritten: HashSet::new(),
             needs_signature: true,
         };
-        for raw in old.lines() {
+        // Split at every newline, as Redis splits the file: a final newline makes one last,
+        // empty line, which stays (so what a rewrite appends after such a file comes after a
+        // blank line). An empty file has no line at all.
+        let raw_lines = if old.is_empty() {
+            Vec::new()
+        } else {
+            old.split('\n').collect()
+        };
+        for raw in raw_lines {
             let line = raw.trim_matches([' ', '\t', '\r', '\n']);
             if line.is_empty() || line.starts_with('#') {
                 if line == SIGNATURE {
@@ -142,10 +157,6 @@ impl RewriteState {
             Some(at) => self.lines[at] = line,
             None if force => {
                 if self.needs_signature {
-                    // Set off from what the file had by a blank line, as Redis does.
-                    if !self.lines.is_empty() {
-                        self.lines.push(String::new());
-                    }
                     self.lines.push(SIGNATURE.to_string());
                     self.needs_signature = false;
                 }
@@ -249,7 +260,7 @@ impl Config {
         }
         for a in accepted::ACCEPTED {
             let value = self.accepted_value(a);
-            let force = value != a.default;
+            let force = ALWAYS.contains(&a.name) || value != a.default;
             state.rewrite_line(a.name, line_for(a.name, &value), force);
         }
         state.finish()
@@ -339,7 +350,7 @@ mod tests {
         let new = RewriteState::read(old).finish();
         assert_eq!(
             new,
-            "rename-command FLUSHALL \"\"\nloadmodule /opt/redisbloom.so\n# ??? no-such-thing 1\n# ??? port \"7000\n"
+            "rename-command FLUSHALL \"\"\nloadmodule /opt/redisbloom.so\n# ??? no-such-thing 1\n# ??? port \"7000\n\n"
         );
     }
 
