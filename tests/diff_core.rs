@@ -1083,6 +1083,39 @@ fn edge_replies_match_redis() {
     println!("edges: {} replies compared, 0 differences", diff.compared);
 }
 
+/// Every container's HELP (the text redis-cli users read), in RESP2 and RESP3, and its wrong
+/// arity. Before, CLIENT HELP had hyperbloom's own text and CONFIG, COMMAND, MEMORY, MODULE,
+/// SCRIPT and FUNCTION answered "unknown subcommand 'HELP'".
+#[test]
+fn container_help_matches_redis() {
+    let redis = common::redis::RealRedis::start(&[]);
+    let ours = common::start_server();
+    let mut pair = Pair::new(redis.port(), ours.port());
+    let mut diff = Diff {
+        compared: 0,
+        log: Vec::new(),
+    };
+    let containers = [
+        "CLIENT", "CONFIG", "COMMAND", "MEMORY", "MODULE", "SCRIPT", "FUNCTION", "OBJECT", "PUBSUB",
+    ];
+    for protocol in ["2", "3"] {
+        let hello: Vec<Vec<u8>> = ["HELLO", protocol].iter().map(c).collect();
+        pair.redis.cmd(&hello).expect("HELLO");
+        pair.ours.cmd(&hello).expect("HELLO");
+        for container in containers {
+            for argv in [
+                vec![container, "HELP"],
+                vec![container, "help"],
+                vec![container, "HELP", "extra"],
+            ] {
+                let argv: Vec<Vec<u8>> = argv.iter().map(c).collect();
+                diff.send(&mut pair, &argv, None);
+            }
+        }
+    }
+    println!("HELP: {} replies compared, 0 differences", diff.compared);
+}
+
 /// RESTORE of mutated string payloads (a byte changed, inserted, removed or appended; footer
 /// recomputed): both servers must accept and refuse the same payloads, and
 /// restore the same value. This is how the "value runs into the footer" edge was found.

@@ -408,45 +408,60 @@ fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     parse_on_off(&argv[2]).map(|_| Reply::ok())
 }
 
+/// `CLIENT HELP`, Redis 7.0.15's text.
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "HELP",
+    "    Prints this help.",
+];
+
 fn client_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let lines = [
-        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        "CACHING (YES|NO)",
-        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
-        "GETREDIR",
-        "    Return the client ID we are redirecting to when tracking is enabled.",
-        "ID",
-        "    Return the ID of the current connection.",
-        "GETNAME",
-        "    Return the name of the current connection.",
-        "SETNAME <name>",
-        "    Assign the name <name> to the current connection.",
-        "SETINFO <option> <value>",
-        "    Set client meta attr: LIB-NAME or LIB-VER.",
-        "INFO",
-        "    Return information about the current client connection.",
-        "LIST [TYPE <type>] [ID <id> [<id> ...]]",
-        "    Return information about client connections.",
-        "KILL <option> <value> [<option> <value> [...]]",
-        "    Kill connections (ID, ADDR, LADDR, USER, TYPE, SKIPME).",
-        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
-        "         [OPTIN] [OPTOUT] [NOLOOP]",
-        "    Control server assisted client side caching.",
-        "TRACKINGINFO",
-        "    Report tracking status for the current connection.",
-        "NO-EVICT (ON|OFF)",
-        "    Accepted; hyperbloom never evicts.",
-        "NO-TOUCH (ON|OFF)",
-        "    Accepted; hyperbloom keeps no LRU/LFU.",
-        "HELP",
-        "    Print this help.",
-    ];
-    Ok(Reply::Array(
-        lines
-            .iter()
-            .map(|l| Reply::StatusOwned(Bytes::from_static(l.as_bytes())))
-            .collect(),
-    ))
+    super::help_reply(CLIENT_HELP)
 }
 
 pub(super) fn valid_name(name: &[u8]) -> bool {

@@ -15,6 +15,7 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.0.0", "Sets configuration parameters in-flight.", config_set),
     cmd("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.0.0", "Resets the server's statistics.", config_resetstat),
     cmd("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "server", "2.8.0", "Persists the effective configuration to file.", config_rewrite),
+    cmd("config|help", 2, LOADING | STALE, 0, 0, 0, "server", "5.0.0", "Returns helpful text about the different subcommands.", config_help),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -207,4 +208,23 @@ fn rewrite_file(path: &std::path::Path, config: &crate::config::Config) -> std::
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// `CONFIG HELP`, Redis 7.0.15's text.
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn config_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(CONFIG_HELP)
 }

@@ -13,6 +13,7 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("command|info", -2, LOADING | STALE, 0, 0, 0, "server", "2.8.13", "Returns information about one, multiple or all commands.", command_info),
     cmd("command|docs", -2, LOADING | STALE, 0, 0, 0, "server", "7.0.0", "Returns documentary information about one, multiple or all commands.", command_docs),
     cmd("command|list", -2, LOADING | STALE, 0, 0, 0, "server", "7.0.0", "Returns a list of command names.", command_list),
+    cmd("command|help", 2, LOADING | STALE, 0, 0, 0, "server", "5.0.0", "Returns helpful text about the different subcommands.", command_help),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -146,4 +147,33 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             .map(|s| Reply::bulk_str(s.name))
             .collect(),
     ))
+}
+
+/// `COMMAND HELP`, Redis 7.0.15's text.
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn command_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(COMMAND_HELP)
 }

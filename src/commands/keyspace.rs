@@ -707,9 +707,7 @@ const OBJECT_HELP: &[&str] = &[
 
 /// `OBJECT HELP` → the help lines as status replies.
 fn object_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Array(
-        OBJECT_HELP.iter().map(|l| Reply::Status(l)).collect(),
-    ))
+    super::help_reply(OBJECT_HELP)
 }
 
 #[cfg(test)]

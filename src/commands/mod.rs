@@ -393,6 +393,13 @@ pub fn find_subcommand(spec: &'static CommandSpec, sub: &[u8]) -> Option<&'stati
     subcommand_position(spec, sub).map(|i| &spec.subcommands[i])
 }
 
+/// A container's HELP reply: its lines as status replies, as Redis's `addReplyHelp` sends them.
+pub(crate) fn help_reply(lines: &'static [&'static str]) -> CmdResult {
+    Ok(Reply::Array(
+        lines.iter().map(|l| Reply::Status(l)).collect(),
+    ))
+}
+
 /// The position of the subcommand `sub` (any case) among a container's subcommands.
 fn subcommand_position(spec: &CommandSpec, sub: &[u8]) -> Option<usize> {
     spec.subcommands.iter().position(|s| {

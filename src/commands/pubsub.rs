@@ -237,7 +237,5 @@ const PUBSUB_HELP: &[&str] = &[
 
 /// `PUBSUB HELP` → the help lines as status replies.
 fn pubsub_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Array(
-        PUBSUB_HELP.iter().map(|l| Reply::Status(l)).collect(),
-    ))
+    super::help_reply(PUBSUB_HELP)
 }

@@ -31,6 +31,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("script|kill", 2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, "scripting", "2.6.0", "Terminates a server-side Lua script during execution.", script_kill),
+    cmd("script|help", 2, LOADING | STALE, 0, 0, 0, "scripting", "5.0.0", "Returns helpful text about the different subcommands.", script_help_lines),
 ];
 
 /// Refusals that depend on the replication role, checked by the dispatcher before the others:
@@ -412,4 +413,31 @@ pub fn info_section(shared: &Shared, repl: &ReplState, now_ms: u64) -> String {
         c.repl_backlog_size,
     );
     out
+}
+
+/// `SCRIPT HELP`, Redis 7.0.15's text.
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// SCRIPT HELP names Redis's subcommands; hyperbloom runs no scripts and serves KILL (for
+/// Sentinel) and HELP.
+fn script_help_lines(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(SCRIPT_HELP)
 }

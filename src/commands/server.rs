@@ -72,16 +72,19 @@ const MODULE_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("module|load", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Loads a module.", module_load),
     cmd("module|loadex", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "7.0.0", "Loads a module using extended parameters.", module_load),
     cmd("module|unload", 3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Unloads a module.", module_unload),
+    cmd("module|help", 2, LOADING | STALE, 0, 0, 0, "server", "5.0.0", "Returns helpful text about the different subcommands.", module_help),
 ];
 
 #[rustfmt::skip]
 const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("function|flush", -2, WRITE | NOSCRIPT, 0, 0, 0, "scripting", "7.0.0", "Deletes all libraries and functions.", function_flush),
+    cmd("function|help", 2, LOADING | STALE, 0, 0, 0, "scripting", "7.0.0", "Returns helpful text about the different subcommands.", function_help),
 ];
 
 #[rustfmt::skip]
 const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("memory|usage", -3, READONLY, 2, 2, 1, "server", "4.0.0", "Estimates the memory usage of a key.", memory_usage),
+    cmd("memory|help", 2, LOADING | STALE, 0, 0, 0, "server", "4.0.0", "Returns helpful text about the different subcommands.", memory_help),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -390,4 +393,94 @@ fn memory_usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         Some(v) => Ok(Reply::Int((v.memory_usage() + key.len() + 40) as i64)),
         None => Ok(Reply::Null),
     }
+}
+
+/// `MODULE HELP`, Redis 7.0.15's text.
+const MODULE_HELP: &[&str] = &[
+    "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LIST",
+    "    Return a list of loaded modules.",
+    "LOAD <path> [<arg> ...]",
+    "    Load a module library from <path>, passing to it any optional arguments.",
+    "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+    "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+    "UNLOAD <name>",
+    "    Unload a module.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn module_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(MODULE_HELP)
+}
+
+/// `FUNCTION HELP`, Redis 7.0.15's text.
+const FUNCTION_HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn function_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(FUNCTION_HELP)
+}
+
+/// `MEMORY HELP`, Redis 7.0.15's text.
+const MEMORY_HELP: &[&str] = &[
+    "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// MEMORY HELP names Redis's five subcommands; hyperbloom serves USAGE (and HELP).
+fn memory_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(MEMORY_HELP)
 }
