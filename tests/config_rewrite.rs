@@ -667,3 +667,45 @@ fn rewrite_without_a_config_file_fails_like_redis() {
     assert_eq!(String::from_utf8_lossy(&o), want);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Debian's stock `/etc/redis/redis.conf` (2,300 lines, mostly comments; scripts/test.sh installs
+/// it), as a user would point both servers at it: after a CONFIG SET of maxmemory and save, both
+/// rewrites keep every line of the file as Redis does, quoting and units included (the file's
+/// `pidfile` is a string, its `stream-node-max-bytes 4096` becomes `4kb`), and append the same
+/// lines.
+#[test]
+fn debian_redis_conf_is_rewritten_as_redis_rewrites_it() {
+    let stock = std::fs::read_to_string("/etc/redis/redis.conf")
+        .expect("/etc/redis/redis.conf: install the redis-server package (scripts/test.sh does)");
+    // What a test cannot keep: the daemon, its log file, directory and pid file.
+    let conf: String = stock
+        .lines()
+        .map(|line| {
+            let name = line.split(' ').next().unwrap_or("");
+            match name {
+                "daemonize" => "daemonize no".to_string(),
+                "logfile" => "logfile \"\"".to_string(),
+                "dir" => "dir $DIR".to_string(),
+                "pidfile" => "pidfile $DIR/redis.pid".to_string(),
+                _ => line.to_string(),
+            }
+        })
+        .map(|line| line + "\n")
+        .collect();
+    let commands: &[&[&str]] = &[
+        &["CONFIG", "SET", "maxmemory", "64mb"],
+        &["CONFIG", "SET", "save", "900 1"],
+    ];
+    let (redis, mut ours) = rewrite_both("debian", &conf, &[], commands);
+    let r = redis.file();
+    let head_len = r
+        .lines()
+        .position(|l| l == SIGNATURE)
+        .expect("redis-server appended after a signature")
+        + 1;
+    assert!(head_len > 2000, "{head_len}");
+    let head: String = r.lines().take(head_len).map(|l| format!("{l}\n")).collect();
+    let appended: Vec<&str> = r.lines().skip(head_len).collect();
+    assert!(appended.contains(&"maxmemory 64mb"), "{appended:?}");
+    assert_rewrites_match(&redis, &mut ours, &head, &appended);
+}

@@ -62,6 +62,29 @@ const STRINGS: &[&str] = &[
     "masteruser",
     "replica-announce-ip",
     "notify-keyspace-events",
+    // Accepted, not implemented (`accepted.rs`): found by CONFIG SET then CONFIG REWRITE on
+    // redis-server 7.0.15, or, for the immutable ones, in its rewrite of Debian's redis.conf.
+    "pidfile",
+    "syslog-ident",
+    "aclfile",
+    "cluster-config-file",
+    "cluster-announce-hostname",
+    "cluster-announce-ip",
+    "bind-source-addr",
+    "ignore-warnings",
+    "proc-title-template",
+    "tls-protocols",
+    "tls-ciphers",
+    "tls-ciphersuites",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-key-file-pass",
+    "tls-client-cert-file",
+    "tls-client-key-file",
+    "tls-client-key-file-pass",
+    "tls-dh-params-file",
+    "tls-ca-cert-file",
+    "tls-ca-cert-dir",
 ];
 
 /// Directives written whatever their value, as Redis forces them (and `save`, below). Redis
@@ -78,6 +101,13 @@ const MEMORY: &[&str] = &[
     "client-query-buffer-limit",
     "repl-backlog-size",
     "hll-sparse-max-bytes",
+    // Accepted, not implemented, found as the strings above.
+    "active-defrag-ignore-bytes",
+    "stream-node-max-bytes",
+    "maxmemory-clients",
+    "hash-max-listpack-value",
+    "zset-max-listpack-value",
+    "cluster-link-sendbuf-limit",
 ];
 
 /// The old file as lines, and where each directive sits in it.
