@@ -52,6 +52,8 @@ if [[ $run_compat == 1 ]]; then
         || missing+=(redis-tools)
     # tests/compat/test_sentinel.py: a real Sentinel fails over hyperbloom.
     command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
+    # tests/unix_socket.rs reads the socket's listen backlog with ss.
+    command -v ss >/dev/null 2>&1 || missing+=(iproute2)
     # tests/aof_fsync.rs watches the server's fdatasync calls through strace.
     command -v strace >/dev/null 2>&1 || missing+=(strace)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)

@@ -826,3 +826,24 @@ fn a_socket_client_is_local() {
         "-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config\r\n"
     );
 }
+
+/// The socket listens with `tcp-backlog`, as Redis's does (`ss -xl` shows a listener's backlog
+/// as its Send-Q); std's bind would have said 128 whatever the setting.
+#[test]
+fn the_socket_listens_with_tcp_backlog() {
+    let d = SockDir::new("backlog");
+    let sock = d.path().join("redis.sock").to_str().unwrap().to_string();
+    let mut child = spawn_socket_only(d.path(), &sock, &["--tcp-backlog", "77"]);
+    let mut c = connect_unix_when_ready(&sock, &mut child);
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    let out = Command::new("ss")
+        .args(["-xlnH", "src", &sock])
+        .output()
+        .expect("ss (iproute2; scripts/test.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let send_q = text
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or_else(|| panic!("no listener at {sock} in `ss -xl`: {text:?}"));
+    assert_eq!(send_q, "77", "{text}");
+}

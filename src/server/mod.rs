@@ -327,7 +327,15 @@ fn bind_unix(config: &Config) -> std::io::Result<Option<(UnixListener, std::path
     }
     let path = std::path::Path::new(&config.dir).join(&config.unixsocket);
     let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)?;
+    // Listened on with `tcp-backlog`, as Redis does for its socket (std's bind would say 128).
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    socket.bind(&socket2::SockAddr::unix(&path)?)?;
+    let backlog = i32::try_from(config.tcp_backlog.max(1)).unwrap_or(i32::MAX);
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    let listener = UnixListener::from_std(std::os::unix::net::UnixListener::from(
+        std::os::fd::OwnedFd::from(socket),
+    ))?;
     if config.unixsocketperm != 0 {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
