@@ -153,3 +153,79 @@ fn unknown_directive_is_fatal_like_redis() {
     assert_eq!(err_ours, err_redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rename-command`, the usual hardening of a redis.conf, on the command line of both servers:
+/// a removed command (FLUSHALL), one renamed to a 40-character secret (CONFIG), one renamed to
+/// a new word (GET to FETCH, any case) are answered alike, in and out of MULTI; and the two
+/// impossible renames stop both servers with the same text.
+#[test]
+fn rename_command_acts_as_in_redis() {
+    let secret = "b840fc02d524045429941cc15f59e41cb7be6c52";
+    let renames = [
+        "--rename-command",
+        "FLUSHALL",
+        "",
+        "--rename-command",
+        "config",
+        secret,
+        "--rename-command",
+        "get",
+        "fetch",
+    ];
+    let redis = common::redis::RealRedis::start(&renames);
+    let dir = common::tempdir("rename-command");
+    let (_ours, addr) = common::spawn_binary_with(&dir, "", &renames);
+    let mut theirs = redis.raw();
+    let mut ours = common::connect_when_ready(addr);
+    let script: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["FLUSHALL"],
+        &["flushall", "async"],
+        &["CONFIG", "GET", "maxmemory"],
+        &[secret, "GET", "maxmemory"],
+        &[&secret.to_uppercase(), "GET", "hz"],
+        &["GET", "k"],
+        &["fetch", "k"],
+        &["FETCH", "k"],
+        &["EXISTS", "k"],
+        &["MULTI"],
+        &["FETCH", "k"],
+        &["GET", "k"],
+        &["EXEC"],
+        &["MULTI"],
+        &["FETCH", "k"],
+        &["EXEC"],
+    ];
+    for argv in script {
+        let (a, b) = (theirs.cmd_str(argv), ours.cmd_str(argv));
+        assert_eq!(
+            String::from_utf8_lossy(&b),
+            String::from_utf8_lossy(&a),
+            "{argv:?}"
+        );
+    }
+    // COMMAND INFO by the new name shows the command's own name, as Redis's does (the rest of
+    // the entry, ACL categories and key specs, is a known difference of COMMAND INFO).
+    let info = |c: &mut common::RawConn| c.cmd_str(&["COMMAND", "INFO", "fetch"])[..18].to_vec();
+    assert_eq!(info(&mut ours), info(&mut theirs));
+    assert!(info(&mut ours).ends_with(b"$3\r\nget\r\n"));
+    // Impossible renames: fatal, with redis-server's text.
+    for bad in [["nosuch", "x"], ["get", "SET"]] {
+        let run = |bin: &str| {
+            let out = Command::new(bin)
+                .args(["--port", "0", "--rename-command", bad[0], bad[1]])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (rc_redis, err_redis) = run(&common::redis::binary());
+        let (rc_ours, err_ours) = run(env!("CARGO_BIN_EXE_hyperbloom"));
+        assert_eq!((rc_ours, err_ours), (rc_redis, err_redis), "{bad:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use crate::config::{ConfigError, Rename};
 use crate::engine::pubsub::PubSub;
 pub use crate::engine::{now_ms, CommandStat, Engine};
 use crate::engine::{ClientHandle, Shared, WriteStream};
@@ -253,12 +254,16 @@ pub struct CommandTable {
     shift: u32,
     seed: u64,
     all: Vec<&'static CommandSpec>,
-    /// Per command (as `all`): its name's words in upper and in lower case.
+    /// Per command (as `all`): the name it is found by, its own unless `rename-command` gave it
+    /// another, empty when `rename-command` removed it (then it is in no slot).
+    names: Vec<Box<str>>,
+    /// Per command (as `all`): that name's words in upper and in lower case.
     words: Vec<[(u64, u64); 2]>,
 }
 
-/// Longest top-level command name the table can hold (the longest registered is well below).
-const MAX_NAME: usize = 32;
+/// Longest name the table can hold. The registered ones are well below; a `rename-command`
+/// name is often a long random string (a hex digest of 40 or 64 characters).
+const MAX_NAME: usize = 256;
 
 /// A name's first and last eight bytes as little-endian words; for names shorter than 8 bytes
 /// both are the whole name, zero-padded. With the length, they are the whole name up to 16 bytes.
@@ -300,23 +305,48 @@ fn folded_key(words: (u64, u64), len: usize) -> u64 {
 }
 
 impl CommandTable {
-    fn build() -> CommandTable {
+    /// The table of every registered command, with `renames` applied in order as Redis applies
+    /// `rename-command OLD NEW` lines: OLD must be a command (by its current name), an empty NEW
+    /// removes it, and NEW may not be another command's name. The error is Redis's text.
+    fn build(renames: &[Rename]) -> Result<CommandTable, ConfigError> {
         let all: Vec<&'static CommandSpec> = FAMILIES.iter().flat_map(|f| f.iter()).collect();
-        let words: Vec<[(u64, u64); 2]> = all
+        let mut names: Vec<Box<str>> = all.iter().map(|spec| Box::from(spec.name)).collect();
+        for rename in renames {
+            let (old, new) = (&rename.old, &rename.new);
+            let found = |name: &str, names: &[Box<str>]| {
+                names
+                    .iter()
+                    .position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name))
+            };
+            let Some(at) = found(old, &names) else {
+                return Err(rename.fatal("No such command in rename-command"));
+            };
+            names[at] = Box::from("");
+            if !new.is_empty() {
+                if found(new, &names).is_some() {
+                    return Err(rename.fatal("Target command name already exists"));
+                }
+                if new.len() > MAX_NAME || new.contains('|') {
+                    return Err(rename.fatal(&format!(
+                        "Target command name longer than {MAX_NAME} bytes or with a '|'"
+                    )));
+                }
+                names[at] = Box::from(new.as_str());
+            }
+        }
+        let words: Vec<[(u64, u64); 2]> = names
             .iter()
-            .map(|spec| {
-                debug_assert!(spec.name.len() <= MAX_NAME && !spec.name.contains('|'));
-                let upper = spec.name.to_ascii_uppercase();
-                [
-                    name_words(upper.as_bytes()),
-                    name_words(spec.name.as_bytes()),
-                ]
+            .map(|name| {
+                debug_assert!(name.len() <= MAX_NAME && !name.contains('|'));
+                let upper = name.to_ascii_uppercase();
+                let lower = name.to_ascii_lowercase();
+                [name_words(upper.as_bytes()), name_words(lower.as_bytes())]
             })
             .collect();
-        let keys: Vec<u64> = all
+        let keys: Vec<Option<u64>> = names
             .iter()
             .zip(&words)
-            .map(|(spec, w)| folded_key(w[1], spec.name.len()))
+            .map(|(name, w)| (!name.is_empty()).then(|| folded_key(w[1], name.len())))
             .collect();
         // Seeds from a fixed sequence, so the layout is the same on every start; 2^13 slots for
         // ~150 names take a few tries, and a larger table is the fallback.
@@ -329,20 +359,24 @@ impl CommandTable {
                     .wrapping_add(1442695040888963407)
                     | 1;
                 let mut slots = vec![0u16; 1 << bits].into_boxed_slice();
-                let placed = keys.iter().enumerate().all(|(i, &key)| {
+                let placed = keys.iter().enumerate().all(|(i, key)| {
+                    let Some(key) = key else {
+                        return true;
+                    };
                     let slot = &mut slots[(key.wrapping_mul(seed) >> shift) as usize];
                     let free = *slot == 0;
                     *slot = u16::try_from(i + 1).expect("fewer than 65535 commands");
                     free
                 });
                 if placed {
-                    return CommandTable {
+                    return Ok(CommandTable {
                         slots,
                         shift,
                         seed,
                         all,
+                        names,
                         words,
-                    };
+                    });
                 }
             }
         }
@@ -360,12 +394,13 @@ impl CommandTable {
         let index = usize::from(self.slots[(key.wrapping_mul(self.seed) >> self.shift) as usize])
             .checked_sub(1)?;
         let spec = self.all[index];
+        let own = &self.names[index];
         let [upper, lower] = self.words[index];
-        let same = spec.name.len() == name.len()
+        let same = own.len() == name.len()
             && if name.len() <= 16 && (words == upper || words == lower) {
                 true
             } else {
-                spec.name.as_bytes().eq_ignore_ascii_case(name)
+                own.as_bytes().eq_ignore_ascii_case(name)
             };
         same.then_some((index, spec))
     }
@@ -384,8 +419,26 @@ impl CommandTable {
 }
 
 pub fn table() -> &'static CommandTable {
-    static TABLE: OnceLock<CommandTable> = OnceLock::new();
-    TABLE.get_or_init(CommandTable::build)
+    TABLE.get_or_init(|| CommandTable::build(&[]).expect("no renames, no error"))
+}
+
+/// The process's command table, built once: with the configuration's `rename-command`s when
+/// the server binary installs them ([`install_renames`]) before anything looks a command up.
+static TABLE: OnceLock<CommandTable> = OnceLock::new();
+
+/// Applies `rename-command` (Redis reads it from the configuration only, at startup): builds
+/// the table with the renames. Redis's error text when a rename is impossible; an error too if
+/// the table was already in use (an in-process server beside others, as the tests run them).
+pub fn install_renames(renames: &[Rename]) -> Result<(), ConfigError> {
+    if renames.is_empty() {
+        return Ok(());
+    }
+    let built = CommandTable::build(renames)?;
+    TABLE.set(built).map_err(|_| {
+        ConfigError(
+            "rename-command needs a process of its own (the command table is in use)".into(),
+        )
+    })
 }
 
 /// The subcommand `sub` (any case) of a container command.

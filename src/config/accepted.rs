@@ -155,10 +155,10 @@ pub static ACCEPTED: &[Accepted] = &[
 ];
 
 /// Directives of the redis.conf grammar that are not configs (CONFIG GET does not list them) and
-/// that hyperbloom accepts without implementing: `rename-command`, `user`, and `loadmodule`
-/// (RedisBloom is built in), plus the ones Redis 7.0 itself accepts and ignores as deprecated.
+/// that hyperbloom accepts without implementing: `user` and `loadmodule` (RedisBloom is built
+/// in), plus the ones Redis 7.0 itself accepts and ignores as deprecated. (`rename-command` is
+/// implemented: `Config::renames`.)
 pub static ACCEPTED_NON_CONFIG: &[&str] = &[
-    "rename-command",
     "user",
     "loadmodule",
     "list-max-ziplist-entries",

@@ -34,6 +34,9 @@ pub struct Config {
     /// A `save` line has been read from the file or the flags: the lines after it add their
     /// points to its (Redis's `save_loaded`), where CONFIG SET replaces them all.
     pub save_read: bool,
+    /// `rename-command OLD NEW` lines of the file and the flags, in order (NEW empty: the
+    /// command is removed). Applied once, when the server binary builds its command table.
+    pub renames: Vec<Rename>,
     pub requirepass: Option<String>,
     pub maxclients: usize,
     /// Idle client timeout in seconds (0 = never).
@@ -138,6 +141,7 @@ impl Default for Config {
             dbfilename: "dump.rdb".into(),
             save: vec![(3600, 1), (300, 100), (60, 10000)],
             save_read: false,
+            renames: Vec::new(),
             requirepass: None,
             maxclients: 10000,
             timeout: 0,
@@ -1261,6 +1265,29 @@ pub fn find(name: &str) -> Option<&'static Directive> {
         .find(|d| d.name.eq_ignore_ascii_case(name))
 }
 
+/// A `rename-command OLD NEW` line, kept with where it was for the error Redis would give.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rename {
+    pub old: String,
+    /// Empty: the command is removed.
+    pub new: String,
+    /// Its line number in the configuration text (the file's lines, then the flags').
+    pub line: usize,
+    pub text: String,
+}
+
+impl Rename {
+    /// Redis's fatal error for this line, `why` being the reason.
+    pub fn fatal(&self, why: &str) -> ConfigError {
+        ConfigError(format!(
+            "{}\nReading the configuration file, at line {}\n>>> '{}'\n{why}",
+            fatal_header(),
+            self.line,
+            self.text
+        ))
+    }
+}
+
 /// Redis's header of a fatal configuration error.
 fn fatal_header() -> String {
     format!(
@@ -1354,6 +1381,22 @@ impl Config {
                     ));
                 };
                 self.include(path, origin)?;
+                continue;
+            }
+            if name.eq_ignore_ascii_case("rename-command") {
+                let [old, new] = args else {
+                    return Err(fatal(
+                        i + 1,
+                        trimmed,
+                        "Bad directive or wrong number of arguments",
+                    ));
+                };
+                self.renames.push(Rename {
+                    old: old.clone(),
+                    new: new.clone(),
+                    line: i + 1,
+                    text: trimmed.to_string(),
+                });
                 continue;
             }
             if find(name).is_some_and(|d| d.name == "save") {
@@ -1635,9 +1678,15 @@ mod tests {
             [
                 "slowlog-max-len",
                 "latency-monitor-threshold",
-                "rename-command",
                 "lazyfree-lazy-expire"
             ]
+        );
+        assert_eq!(
+            c.renames
+                .iter()
+                .map(|r| (r.old.as_str(), r.new.as_str(), r.line))
+                .collect::<Vec<_>>(),
+            [("FLUSHALL", "", 3)]
         );
         let get = |c: &Config, n: &str| c.accepted_value(accepted::find(n).unwrap());
         assert_eq!(get(&c, "slowlog-max-len"), "64");

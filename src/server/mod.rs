@@ -366,6 +366,8 @@ fn warn_not_implemented(config: &Config) {
 /// Loads the snapshot, binds and starts serving in the background.
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     warn_not_implemented(&config);
+    crate::commands::install_renames(&config.renames)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let listeners = Listeners::open(&config)
         .await
         .map_err(std::io::Error::other)?;
@@ -669,6 +671,11 @@ fn close_idle_clients(shared: &Shared, timeout: u64, now_ms: u64) {
 /// What `main` runs: bind, load, serve until SIGTERM/SIGINT or SHUTDOWN. Returns the exit code.
 pub async fn serve_main(config: Config) -> i32 {
     warn_not_implemented(&config);
+    // Before anything looks a command up: the table is built once, with the renames.
+    if let Err(e) = crate::commands::install_renames(&config.renames) {
+        eprintln!("\n{e}");
+        return 1;
+    }
     let listeners = match Listeners::open(&config).await {
         Ok(l) => l,
         Err(e) => {
