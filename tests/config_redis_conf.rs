@@ -209,6 +209,21 @@ fn rename_command_acts_as_in_redis() {
     let info = |c: &mut common::RawConn| c.cmd_str(&["COMMAND", "INFO", "fetch"])[..18].to_vec();
     assert_eq!(info(&mut ours), info(&mut theirs));
     assert!(info(&mut ours).ends_with(b"$3\r\nget\r\n"));
+    // A removed command leaves COMMAND COUNT and COMMAND LIST, as in Redis; a renamed one is
+    // listed by its own name.
+    let count = |c: &mut common::RawConn| -> i64 {
+        let r = c.cmd_str(&["COMMAND", "COUNT"]);
+        String::from_utf8_lossy(&r[1..r.len() - 2]).parse().unwrap()
+    };
+    let plain_redis = common::redis::RealRedis::start(&[]);
+    let plain_ours = common::start_server();
+    assert_eq!(count(&mut theirs), count(&mut plain_redis.raw()) - 1);
+    assert_eq!(count(&mut ours), count(&mut plain_ours.raw()) - 1);
+    for c in [&mut theirs, &mut ours] {
+        let list = String::from_utf8_lossy(&c.cmd_str(&["COMMAND", "LIST"])).into_owned();
+        assert!(!list.contains("\r\nflushall\r\n"), "{list}");
+        assert!(list.contains("\r\nget\r\n") && list.contains("\r\nconfig\r\n"));
+    }
     // Impossible renames: fatal, with redis-server's text.
     for bad in [["nosuch", "x"], ["get", "SET"]] {
         let run = |bin: &str| {

@@ -47,7 +47,7 @@ fn command_entry(spec: &CommandSpec) -> Reply {
 }
 
 fn command_count(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(table().len() as i64))
+    Ok(Reply::Int(table().listed().count() as i64))
 }
 
 pub(super) fn command_root(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
@@ -56,7 +56,7 @@ pub(super) fn command_root(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 
 /// Every command's COMMAND INFO entry.
 pub fn command_all() -> Reply {
-    Reply::Array(table().all().iter().map(|s| command_entry(s)).collect())
+    Reply::Array(table().listed().map(command_entry).collect())
 }
 
 /// A command or `container|sub` by name, as COMMAND INFO and COMMAND DOCS accept them.
@@ -116,7 +116,7 @@ fn doc_entry(spec: &CommandSpec) -> Reply {
 
 fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let specs: Vec<&CommandSpec> = if argv.len() == 2 {
-        table().all().to_vec()
+        table().listed().collect()
     } else {
         argv[2..].iter().filter_map(|n| find_command(n)).collect()
     };
@@ -141,8 +141,7 @@ fn command_list(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     args.finish()?;
     Ok(Reply::Array(
         table()
-            .all()
-            .iter()
+            .listed()
             .filter(|s| pattern.is_none_or(|p| crate::glob::matches(p, s.name.as_bytes(), true)))
             .map(|s| Reply::bulk_str(s.name))
             .collect(),

@@ -409,6 +409,16 @@ impl CommandTable {
         &self.all
     }
 
+    /// The commands a client can call: all but those `rename-command` removed (COMMAND, COMMAND
+    /// COUNT, LIST and DOCS show these, as Redis's show its command dictionary).
+    pub fn listed(&self) -> impl Iterator<Item = &'static CommandSpec> + '_ {
+        self.all
+            .iter()
+            .zip(&self.names)
+            .filter(|(_, name)| !name.is_empty())
+            .map(|(spec, _)| *spec)
+    }
+
     pub fn len(&self) -> usize {
         self.all.len()
     }
