@@ -20,6 +20,21 @@ fn debian_conf() -> String {
     DEBIAN_CONF.to_string()
 }
 
+/// Runs `bin` with `args` to its end (a server that refuses its configuration exits at once):
+/// its exit code and stderr.
+fn exit_and_stderr(bin: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn debian_redis_conf_starts_hyperbloom() {
     let conf = debian_conf();
@@ -124,18 +139,11 @@ fn unknown_directive_is_fatal_like_redis() {
     )
     .unwrap();
     let conf = conf.to_str().unwrap().to_string();
-    let run = |bin: &str, extra: &[&str]| -> (Option<i32>, String) {
-        let out = Command::new(bin)
-            .arg(&conf)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+    let run = |bin: &str, extra: &[&str]| {
+        let args: Vec<&str> = std::iter::once(conf.as_str())
+            .chain(extra.iter().copied())
+            .collect();
+        exit_and_stderr(bin, &args)
     };
     let redis = common::redis::binary();
     let ours = env!("CARGO_BIN_EXE_hyperbloom");
@@ -226,18 +234,8 @@ fn rename_command_acts_as_in_redis() {
     }
     // Impossible renames: fatal, with redis-server's text.
     for bad in [["nosuch", "x"], ["get", "SET"]] {
-        let run = |bin: &str| {
-            let out = Command::new(bin)
-                .args(["--port", "0", "--rename-command", bad[0], bad[1]])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .output()
-                .unwrap();
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        };
+        let run =
+            |bin: &str| exit_and_stderr(bin, &["--port", "0", "--rename-command", bad[0], bad[1]]);
         let (rc_redis, err_redis) = run(&common::redis::binary());
         let (rc_ours, err_ours) = run(env!("CARGO_BIN_EXE_hyperbloom"));
         assert_eq!((rc_ours, err_ours), (rc_redis, err_redis), "{bad:?}");
