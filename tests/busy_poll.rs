@@ -39,7 +39,9 @@ fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Server, RawConn
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let server = Server(common::ServerProcess::new(child));
+    let mut process = common::ServerProcess::new(child).on_port(port);
+    process.wait_until_it_listens(port);
+    let server = Server(process);
     let conn = connect_when_ready(format!("127.0.0.1:{port}").parse().unwrap());
     (server, conn)
 }

@@ -345,7 +345,8 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let server = common::ServerProcess::new(child);
+        let mut server = common::ServerProcess::new(child).on_port(port);
+        server.wait_until_it_listens(port);
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut c = common::connect_when_ready(addr);
         common::wait_loaded(&mut c);

@@ -145,10 +145,9 @@ fn spawn_with_socket(dir: &Path, sock: &str, extra: &[&str]) -> (ServerProcess, 
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the server");
-    (
-        ServerProcess::new(child),
-        SocketAddr::from(([127, 0, 0, 1], port)),
-    )
+    let mut child = ServerProcess::new(child).on_port(port);
+    child.wait_until_it_listens(port);
+    (child, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// [`spawn_with_socket`], and both connections once it answers.
