@@ -242,3 +242,29 @@ fn rename_command_acts_as_in_redis() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An in-process server refuses `rename-command`: the command table is the process's, so the
+/// renames would reach every other server of the process (the tests run many side by side).
+#[test]
+fn an_in_process_server_refuses_rename_command() {
+    let config = hyperbloom::config::Config::from_args(&[
+        "--port".into(),
+        "0".into(),
+        "--rename-command".into(),
+        "get".into(),
+        "fetch".into(),
+    ])
+    .expect("config");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(hyperbloom::server::start(config))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("rename-command"), "{err}");
+    // And the process's table is untouched: GET is still GET for the servers beside it.
+    let server = common::start_server();
+    assert_eq!(server.raw().cmd_str(&["GET", "k"]), b"$-1\r\n");
+}

@@ -815,6 +815,13 @@ fn show(argv: &[Vec<u8>]) -> String {
 }
 
 impl Diff {
+    fn new() -> Diff {
+        Diff {
+            compared: 0,
+            log: Vec::new(),
+        }
+    }
+
     /// Sends `argv` on both sides of `pair` and fails on a difference.
     fn send(&mut self, pair: &mut Pair, argv: &[Vec<u8>], queued: Option<&[Vec<Vec<u8>>]>) -> Resp {
         self.log.push(show(argv));
@@ -972,10 +979,7 @@ fn same_replies_as_redis() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     for seed in 1..=seeds {
         run_seed(seed, commands, redis.port(), ours.port(), &mut diff);
     }
@@ -993,10 +997,7 @@ fn incrbyfloat_matches_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     let mut g = Gen {
         rng: Rng::new(4242),
         base_s: 0,
@@ -1031,10 +1032,7 @@ fn edge_replies_match_redis() {
         assert_eq!(r, Ok(b"+OK\r\n".to_vec()));
     }
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     let script: &[&[&str]] = &[
         &["DEBUG", "SLEEP", "0"],
         &["DEBUG"],
@@ -1091,10 +1089,7 @@ fn container_help_matches_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     let containers = [
         "CLIENT", "CONFIG", "COMMAND", "MEMORY", "MODULE", "SCRIPT", "FUNCTION", "OBJECT", "PUBSUB",
     ];
@@ -1124,10 +1119,7 @@ fn restore_payload_edges_match_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     let values: &[&[u8]] = &[
         b"hello dump",
         b"12345",
@@ -1225,10 +1217,7 @@ fn string_and_key_boundaries_match_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     let x = |n: usize, b: u8| vec![b; n];
     let b = |s: &str| s.as_bytes().to_vec();
     let huge_key: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
@@ -1378,10 +1367,7 @@ fn config_set_integers_parse_like_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let ours = common::start_server();
     let mut pair = Pair::new(redis.port(), ours.port());
-    let mut diff = Diff {
-        compared: 0,
-        log: Vec::new(),
-    };
+    let mut diff = Diff::new();
     for name in ["hz", "tracking-table-max-keys", "timeout", "maxclients"] {
         for v in [
             "+5",

@@ -641,7 +641,10 @@ fn try_shared(
     if client.rewrite_scratch.capacity() > 1 << 16 {
         client.rewrite_scratch = Vec::new();
     }
-    client.handle.last_cmd.store(index + 1, Ordering::Relaxed);
+    client
+        .handle
+        .last_cmd
+        .store(super::last_command_code(index, None), Ordering::Relaxed);
     if let Some(r) = run {
         r.calls += 1;
     }

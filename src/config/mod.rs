@@ -441,18 +441,10 @@ fn protected_action(args: &[String]) -> Result<String, String> {
 /// process's directory (several servers may share a process in tests), so it checks what chdir
 /// would: the path exists and is a directory, with the same texts.
 fn check_dir(dir: &str) -> Result<(), String> {
-    let strerror = |e: std::io::Error| {
-        let s = e.to_string();
-        // io::Error renders an OS error as "<strerror> (os error N)".
-        match s.find(" (os error ") {
-            Some(i) => s[..i].to_string(),
-            None => s,
-        }
-    };
     if dir.is_empty() {
         return Err("No such file or directory".into());
     }
-    let meta = std::fs::metadata(dir).map_err(strerror)?;
+    let meta = std::fs::metadata(dir).map_err(|e| crate::error::strerror(&e))?;
     if !meta.is_dir() {
         return Err("Not a directory".into());
     }
@@ -1279,12 +1271,7 @@ pub struct Rename {
 impl Rename {
     /// Redis's fatal error for this line, `why` being the reason.
     pub fn fatal(&self, why: &str) -> ConfigError {
-        ConfigError(format!(
-            "{}\nReading the configuration file, at line {}\n>>> '{}'\n{why}",
-            fatal_header(),
-            self.line,
-            self.text
-        ))
+        fatal_at(self.line, &self.text, why)
     }
 }
 
@@ -1294,6 +1281,14 @@ fn fatal_header() -> String {
         "*** FATAL CONFIG FILE ERROR (Redis {}) ***",
         crate::REDIS_VERSION
     )
+}
+
+/// Redis's fatal error for line `line_no` (from 1) of the configuration text, reading `line`.
+fn fatal_at(line_no: usize, line: &str, why: &str) -> ConfigError {
+    ConfigError(format!(
+        "{}\nReading the configuration file, at line {line_no}\n>>> '{line}'\n{why}",
+        fatal_header()
+    ))
 }
 
 impl Config {
@@ -1352,19 +1347,13 @@ impl Config {
     /// and blank lines skipped, `include` read in place. An error is Redis's fatal text (the
     /// line number counts from 1 in `text`).
     pub fn apply_text(&mut self, text: &str, origin: &str) -> Result<(), ConfigError> {
-        let fatal = |line_no: usize, line: &str, why: &str| {
-            ConfigError(format!(
-                "{}\nReading the configuration file, at line {line_no}\n>>> '{line}'\n{why}",
-                fatal_header()
-            ))
-        };
         for (i, line) in text.split('\n').enumerate() {
             let trimmed = line.trim_matches([' ', '\t', '\r', '\n']);
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
             let words = split_args(trimmed.as_bytes())
-                .map_err(|_| fatal(i + 1, trimmed, "Unbalanced quotes in configuration line"))?;
+                .map_err(|_| fatal_at(i + 1, trimmed, "Unbalanced quotes in configuration line"))?;
             let words: Vec<String> = words
                 .into_iter()
                 .map(|w| String::from_utf8_lossy(&w).into_owned())
@@ -1374,7 +1363,7 @@ impl Config {
             };
             if name.eq_ignore_ascii_case("include") {
                 let [path] = args else {
-                    return Err(fatal(
+                    return Err(fatal_at(
                         i + 1,
                         trimmed,
                         "Bad directive or wrong number of arguments",
@@ -1385,7 +1374,7 @@ impl Config {
             }
             if name.eq_ignore_ascii_case("rename-command") {
                 let [old, new] = args else {
-                    return Err(fatal(
+                    return Err(fatal_at(
                         i + 1,
                         trimmed,
                         "Bad directive or wrong number of arguments",
@@ -1401,11 +1390,11 @@ impl Config {
             }
             if find(name).is_some_and(|d| d.name == "save") {
                 self.read_save_line(args)
-                    .map_err(|why| fatal(i + 1, trimmed, &why))?;
+                    .map_err(|why| fatal_at(i + 1, trimmed, &why))?;
                 continue;
             }
             if let Err(why) = self.apply(name, args) {
-                return Err(fatal(i + 1, trimmed, &why));
+                return Err(fatal_at(i + 1, trimmed, &why));
             }
         }
         Ok(())

@@ -366,8 +366,13 @@ fn warn_not_implemented(config: &Config) {
 /// Loads the snapshot, binds and starts serving in the background.
 pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
     warn_not_implemented(&config);
-    crate::commands::install_renames(&config.renames)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // The command table is the process's: renames installed here would reach every other
+    // server of the process. Only the binary (`serve_main`) applies them.
+    if !config.renames.is_empty() {
+        return Err(std::io::Error::other(
+            "rename-command needs a process of its own: run the hyperbloom binary",
+        ));
+    }
     let listeners = Listeners::open(&config)
         .await
         .map_err(std::io::Error::other)?;
