@@ -184,6 +184,18 @@ const TESTS: &[(&str, Gen)] = &[
         ]
     }),
     ("PFCOUNT", |t, _| vec!["PFCOUNT".into(), format!("hll:{t}")]),
+    // Transactions of reads, as a redis-py pipeline sends them (`transaction=True`, its
+    // default): MULTI, 14 reads, EXEC per 16 requests (`commands::shared_path`, "Transactions").
+    ("MULTI-BF.EXISTS", |t, i| match i % 16 {
+        0 => vec!["MULTI".into()],
+        15 => vec!["EXEC".into()],
+        _ => vec!["BF.EXISTS".into(), format!("bf:{t}"), i.to_string()],
+    }),
+    ("MULTI-GET", |t, i| match i % 16 {
+        0 => vec!["MULTI".into()],
+        15 => vec!["EXEC".into()],
+        _ => vec!["GET".into(), format!("key:{t}:{}", i % 100_000)],
+    }),
 ];
 
 fn client(id: u64) -> ClientState {
@@ -200,6 +212,8 @@ fn run_one(shared: &Arc<Shared>, argv: Vec<Bytes>) {
 /// True if the command runs on the shared-lock path (`commands::shared_path`) with batches on
 /// more than one thread.
 fn has_shared_path(name: &str) -> bool {
+    // A transaction of reads: its reads'.
+    let name = name.strip_prefix("MULTI-").unwrap_or(name);
     let command = name.split('-').next().unwrap_or(name);
     commands::table()
         .get(command.as_bytes())
@@ -304,7 +318,7 @@ fn main() {
                 // GET reads keys that exist, SET overwrites them, the `-new` rows add keys to a
                 // table that holds some (keys are added under the shared lock from 32k keys on,
                 // `store::keytable::KeyTable::can_insert_shared`).
-                if *name == "GET"
+                if name.ends_with("GET")
                     || *name == "EXPIRE"
                     || name.starts_with("SET")
                     || name.starts_with("MSET")

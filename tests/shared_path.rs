@@ -162,6 +162,32 @@ fn mixed_pipelines_answer_as_one_by_one() {
         vec!["CF.COUNT", "cf", "y"],
         vec!["CF.MEXISTS", "cf", "y", "z"],
         vec!["BF.MEXISTS", "bf", "x", "y"],
+        // Transactions: of reads (the shared path's), with a write, with a queuing error, an
+        // empty one, one discarded, and one with a read that fails.
+        vec!["MULTI"],
+        vec!["GET", "a"],
+        vec!["BF.EXISTS", "bf", "x"],
+        vec!["MGET", "a", "bf"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["GET", "a"],
+        vec!["SET", "c", "3"],
+        vec!["GET", "c"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["GET"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["GET", "a"],
+        vec!["DISCARD"],
+        vec!["MULTI"],
+        vec!["GET", "bf"],
+        vec!["CF.EXISTS", "cf", "y"],
+        vec!["EXEC"],
+        vec!["EXEC"],
+        vec!["GET", "c"],
     ];
     let one_by_one = {
         let server = start_server();
@@ -649,4 +675,88 @@ fn pfadds_from_many_connections_leave_what_one_connection_leaves() {
             b"$3\r\nraw\r\n".to_vec()
         );
     }
+}
+
+/// Transactions of reads (MULTI, reads, EXEC, pipelined as redis-py sends them) run side by side
+/// on the shared path while writers add: each sees every write acknowledged before it was sent,
+/// and INFO commandstats counts each EXEC and each read it ran once.
+#[test]
+fn concurrent_transactions_of_reads_see_every_acknowledged_write() {
+    let server = start_server();
+    let mut setup = server.raw();
+    assert_eq!(
+        setup.cmd_str(&["BF.RESERVE", "bf", "0.001", "100000"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(setup.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    let acked = Arc::new(AtomicU64::new(0));
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let mut c = server.raw();
+        let acked = acked.clone();
+        std::thread::spawn(move || {
+            for i in 0..PER_WRITER {
+                let item = format!("t{i}");
+                assert_eq!(c.cmd_str(&["BF.ADD", "bf", &item]), b":1\r\n");
+                assert_eq!(c.cmd_str(&["SET", &format!("k:{item}"), &item]), b"+OK\r\n");
+                acked.store(i + 1, Ordering::SeqCst);
+            }
+        })
+    };
+    let readers: Vec<_> = (0..READERS)
+        .map(|r| {
+            let mut c = server.raw();
+            let acked = acked.clone();
+            let writing = writing.clone();
+            std::thread::spawn(move || {
+                let mut execs = 0u64;
+                let mut seed = 0x2545_f491_4f6c_dd1du64 ^ r as u64;
+                while writing.load(Ordering::SeqCst) || execs < 20 {
+                    let n = acked.load(Ordering::SeqCst);
+                    if n == 0 {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    let mut batch = encode_command(&[b"MULTI"]);
+                    let mut items = Vec::new();
+                    for _ in 0..3 {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let item = format!("t{}", seed % n);
+                        let key = format!("k:{item}");
+                        batch.extend(encode_command(&[b"BF.EXISTS", b"bf", item.as_bytes()]));
+                        batch.extend(encode_command(&[b"GET", key.as_bytes()]));
+                        items.push(item);
+                    }
+                    batch.extend(encode_command(&[b"EXEC"]));
+                    c.send_raw(&batch);
+                    assert_eq!(c.read_reply(), b"+OK\r\n");
+                    for _ in 0..6 {
+                        assert_eq!(c.read_reply(), b"+QUEUED\r\n");
+                    }
+                    let mut want = b"*6\r\n".to_vec();
+                    for item in &items {
+                        want.extend_from_slice(b":1\r\n");
+                        want.extend(format!("${}\r\n{item}\r\n", item.len()).into_bytes());
+                    }
+                    assert_eq!(
+                        String::from_utf8_lossy(&c.read_reply()),
+                        String::from_utf8_lossy(&want),
+                        "a transaction missed an acknowledged write"
+                    );
+                    execs += 1;
+                }
+                execs
+            })
+        })
+        .collect();
+    writer.join().expect("writer");
+    writing.store(false, Ordering::SeqCst);
+    let execs: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+    let stats = String::from_utf8_lossy(&setup.cmd_str(&["INFO", "commandstats"])).into_owned();
+    assert_eq!(calls(&stats, "exec"), execs, "{stats}");
+    assert_eq!(calls(&stats, "multi"), execs, "{stats}");
+    assert_eq!(calls(&stats, "bf.exists"), 3 * execs, "{stats}");
+    assert_eq!(calls(&stats, "get"), 3 * execs, "{stats}");
 }

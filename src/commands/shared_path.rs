@@ -13,6 +13,8 @@
 //!   `PFADD` of a key that does not exist, `DEL`, `UNLINK` and `GETDEL`, and the TTL changes of SET, the
 //!   EXPIRE family, `PERSIST` and `GETEX` (below, "Keys added under the shared lock" and "TTLs
 //!   under the shared lock"); `TTL`, `PTTL`, `EXPIRETIME` and `PEXPIRETIME` read there;
+//! - `MULTI`, the commands it queues, `DISCARD` and `EXEC` of a transaction of those reads
+//!   (below, "Transactions");
 //! - and with batches on more than one thread, `MSET` and `MSETNX`: every key checked before any
 //!   is written (`SharedDb::plain_set_check`), so the command writes all its pairs or defers
 //!   with none written. On one thread their stripe locks and checks cost more than the
@@ -79,8 +81,9 @@
 //! - the command has a shared handler and the right arity;
 //! - the engine has no MONITOR client (feeding it is a write), no CLIENT TRACKING state (a read
 //!   remembers its keys), and `notify-keyspace-events` has no `m` (a miss raises an event);
-//! - the client is authenticated, not in MULTI, not a MONITOR, not our primary's link, not the
-//!   AOF loader, and has no subscription (a RESP2 subscriber's PING answers in the pub/sub form);
+//! - the client is authenticated, not in MULTI (for a command of its own; in one, see
+//!   "Transactions"), not a MONITOR, not our primary's link, not the AOF loader, and has no
+//!   subscription (a RESP2 subscriber's PING answers in the pub/sub form);
 //! - neither the dispatcher's server-state refusals (loading, a disk error, MISCONF) nor
 //!   replication's (a stale or read-only replica, min-replicas-to-write) apply;
 //! - for a write, nothing else a write touches is in use ([`open_for_writes`]): no keyspace
@@ -106,6 +109,32 @@
 //! case they take, tested against the first (same replies, same `DUMP`, encoding, TTL and
 //! `dirty`). A write whose handler panics partway is not rerun (it may have changed its value):
 //! it answers the exclusive path's internal-error reply and is counted as failed there.
+//!
+//! # Transactions
+//! MULTI, the commands it queues and EXEC take the shared path too, so a transaction of reads
+//! (redis-py's pipelines are transactions unless told otherwise) runs beside other connections
+//! instead of stopping them:
+//! - MULTI, queuing and DISCARD (without WATCH) change only the client's own state, exactly as
+//!   the dispatcher changes it ([`in_transaction`]). Any command is queued there, with or without
+//!   a shared handler; the ones whose queuing the dispatcher refuses with an error (a wrong
+//!   arity, an unknown subcommand, DEBUG or MODULE refused) mark the transaction, which counts,
+//!   so they go to the exclusive path, as do WATCH, MULTI, QUIT and RESET inside one.
+//! - EXEC runs there when every queued command is a read with a shared handler and nothing
+//!   would make the exclusive path answer otherwise: no WATCH (the versions are checked there),
+//!   no mark, no refusal, no push waiting for the client ([`exec_reads`]). It takes the stripes
+//!   of all the transaction's keys for reading at once, ascending, before the first command runs,
+//!   so the transaction sees every key before or after any concurrent write, never a mix: the
+//!   atomicity EXEC has under the exclusive lock, for a transaction that writes nothing.
+//! - A read in it that fails (WRONGTYPE, counted as an error) or defers (a due key) sends the
+//!   whole EXEC to the exclusive path, which runs the queue from the start: reads changed
+//!   nothing, and the queue is still the client's. A transaction with a write runs there too:
+//!   a write that deferred after an earlier one wrote could not be run again from the start, and
+//!   finishing it on the exclusive path would let other clients in between (it is not taken
+//!   while stripes are held).
+//!
+//! INFO commandstats counts MULTI, EXEC and each command it ran once, as the exclusive path does;
+//! EXEC's time is the whole transaction's, and each command's an equal share of it (one clock
+//! read per EXEC).
 //!
 //! # The write stream
 //! With the AOF on, a shared write enters the write stream itself (`engine::propagate`,
@@ -232,12 +261,15 @@ impl<'a> EngineLock<'a> {
         });
         let parallel = shared.parallel_batches.load(Ordering::Relaxed);
         let try_shared = found.is_some_and(|(_, spec)| {
-            spec.shared_handler(parallel).is_some()
-                && (!spec.has(super::flags::WRITE) || {
-                    let skip = client.shared_write_backoff > 0;
-                    client.shared_write_backoff = client.shared_write_backoff.saturating_sub(1);
-                    !skip
-                })
+            if spec.shared_handler(parallel).is_none() {
+                // A transaction's requests: MULTI, and in one, any (queued, or EXEC).
+                return client.multi.is_some() || spec.name == "multi";
+            }
+            !spec.has(super::flags::WRITE) || {
+                let skip = client.shared_write_backoff > 0;
+                client.shared_write_backoff = client.shared_write_backoff.saturating_sub(1);
+                !skip
+            }
         });
         if try_shared {
             let guard = shared.engine_shared();
@@ -472,7 +504,6 @@ fn open_for_writes(shared: &Shared, engine: &Engine, db: &Db) -> bool {
 fn open_for(engine: &Engine, client: &ClientState) -> bool {
     !engine.shut_down
         && client.authenticated
-        && client.multi.is_none()
         && !client.monitor
         && !client.is_master
         && !client.replaying
@@ -498,7 +529,13 @@ fn try_shared(
     let Some((index, spec)) = found else {
         return Attempt::Rerun;
     };
+    if client.multi.is_some() {
+        return in_transaction(shared, engine, run, client, argv, now_ms, index, spec);
+    }
     let Some(handler) = spec.shared_handler(shared.parallel_batches.load(Ordering::Relaxed)) else {
+        if spec.name == "multi" {
+            return open_transaction(shared, engine, run, client, argv, now_ms, index, spec);
+        }
         return Attempt::Rerun;
     };
     if !spec.arity_ok(argv.len()) {
@@ -521,22 +558,7 @@ fn try_shared(
     if write && !open_for_writes(shared, engine, db) {
         return Attempt::Rerun;
     }
-    // A new run starts when the previous one ends (as `execute`: a batch's command starts when
-    // the previous one ended); the clock is read only where one run gives way to another.
-    match run {
-        Some(r) if r.index == index => {}
-        _ => {
-            let since = match run.take() {
-                Some(r) => r.end(engine),
-                None => client.cmd_clock.unwrap_or_else(mono_ns),
-            };
-            *run = Some(StatRun {
-                index,
-                calls: 0,
-                since,
-            });
-        }
-    }
+    join_run(run, engine, client, index);
     // The view lives in this block and is dropped where it lies: `drop(view)` moved its 176
     // bytes first (a memcpy per command).
     let reply = {
@@ -650,6 +672,235 @@ fn try_shared(
     }
     super::log_command(client, argv);
     Attempt::Answered(reply)
+}
+
+/// Makes `run` the run of command `index`: a new run starts when the previous one ends (as
+/// `execute`: a batch's command starts when the previous one ended); the clock is read only where
+/// one run gives way to another.
+#[inline]
+fn join_run(run: &mut Option<StatRun>, engine: &Engine, client: &ClientState, index: usize) {
+    match run {
+        Some(r) if r.index == index => {}
+        _ => {
+            let since = match run.take() {
+                Some(r) => r.end(engine),
+                None => client.cmd_clock.unwrap_or_else(mono_ns),
+            };
+            *run = Some(StatRun {
+                index,
+                calls: 0,
+                since,
+            });
+        }
+    }
+}
+
+/// Ends the current run, if any, and returns when the next command starts: the run's end, or the
+/// batch's command clock, or now. The command clock follows, as [`EngineLock::dispatch`] keeps
+/// it for the exclusive path.
+fn end_run(run: &mut Option<StatRun>, engine: &Engine, client: &mut ClientState) -> u64 {
+    match run.take() {
+        Some(r) => {
+            let ended = r.end(engine);
+            if client.cmd_clock.is_some() {
+                client.cmd_clock = Some(ended);
+            }
+            ended
+        }
+        None => client.cmd_clock.unwrap_or_else(mono_ns),
+    }
+}
+
+/// MULTI under the shared lock: the transaction opens in the client's own state, as the
+/// exclusive path's `transactions::multi` opens it (module essay, "Transactions").
+#[allow(clippy::too_many_arguments)]
+fn open_transaction(
+    shared: &Shared,
+    engine: &Engine,
+    run: &mut Option<StatRun>,
+    client: &mut ClientState,
+    argv: &[Bytes],
+    now_ms: u64,
+    index: usize,
+    spec: &'static super::CommandSpec,
+) -> Attempt {
+    if !spec.arity_ok(argv.len())
+        || super::refuses(shared, spec)
+        || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
+    {
+        return Attempt::Rerun;
+    }
+    join_run(run, engine, client, index);
+    if let Some(r) = run {
+        r.calls += 1;
+    }
+    client.multi = Some(Vec::new());
+    client.multi_error = false;
+    client.handle.publish_multi_opened();
+    answered(client, index, argv, Reply::ok())
+}
+
+/// A request of a client in MULTI, under the shared lock: queued (any command the dispatcher
+/// would queue without an error), or EXEC of a transaction of reads, or DISCARD. Anything else
+/// (WATCH, MULTI, QUIT, RESET, a refusal that marks the transaction) is the exclusive path's.
+#[allow(clippy::too_many_arguments)]
+fn in_transaction(
+    shared: &Shared,
+    engine: &Engine,
+    run: &mut Option<StatRun>,
+    client: &mut ClientState,
+    argv: &[Bytes],
+    now_ms: u64,
+    index: usize,
+    spec: &'static super::CommandSpec,
+) -> Attempt {
+    if !spec.arity_ok(argv.len()) {
+        return Attempt::Rerun;
+    }
+    match spec.name {
+        "exec" => exec_reads(shared, engine, run, client, argv, now_ms, index, spec),
+        // With no WATCH, discarding the transaction is the client's own state.
+        "discard" if client.watches.is_empty() => {
+            if super::refuses(shared, spec)
+                || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
+            {
+                return Attempt::Rerun;
+            }
+            join_run(run, engine, client, index);
+            if let Some(r) = run {
+                r.calls += 1;
+            }
+            client.multi = None;
+            client.multi_error = false;
+            client.handle.publish_multi_closed();
+            answered(client, index, argv, Reply::ok())
+        }
+        name if super::transactions::runs_inside_multi(name) => Attempt::Rerun,
+        // The dispatcher's checks before it queues: a container's subcommand, DEBUG's and
+        // MODULE's protection (errors that mark the transaction, and count: the exclusive path's).
+        _ if !spec.subcommands.is_empty() || spec.has(super::flags::PROTECTED) => Attempt::Rerun,
+        _ => {
+            // Not a call: the time it takes goes to the next command the transaction runs (EXEC),
+            // as on the exclusive path, where only executed commands move the command clock.
+            end_run(run, engine, client);
+            super::transactions::queue(client, argv);
+            answered(client, index, argv, Reply::Status("QUEUED"))
+        }
+    }
+}
+
+/// The end of a request answered on the shared path: the client's last command, the debug log.
+fn answered(client: &mut ClientState, index: usize, argv: &[Bytes], reply: Reply) -> Attempt {
+    client
+        .handle
+        .last_cmd
+        .store(super::last_command_code(index, None), Ordering::Relaxed);
+    super::log_command(client, argv);
+    Attempt::Answered(reply)
+}
+
+/// The queued commands of [`exec_reads`] kept inline: redis-py and node-redis pipelines are
+/// mostly this short, and longer ones pay one allocation.
+type QueuedReads =
+    smallvec::SmallVec<[(usize, &'static super::CommandSpec, super::SharedHandler); 16]>;
+
+/// EXEC of a transaction whose every command is a read with a shared handler, under the shared
+/// lock: the stripes of all its keys held for reading at once, so that it sees every key before
+/// or after any concurrent write, never a mix, as under the exclusive lock. Anything it cannot
+/// answer exactly as the exclusive path would (a write, a WATCH, a refusal, an error, a read that
+/// defers) reruns it there: reads changed nothing, and the queue is still the client's.
+#[allow(clippy::too_many_arguments)]
+fn exec_reads(
+    shared: &Shared,
+    engine: &Engine,
+    run: &mut Option<StatRun>,
+    client: &mut ClientState,
+    argv: &[Bytes],
+    now_ms: u64,
+    index: usize,
+    spec: &'static super::CommandSpec,
+) -> Attempt {
+    let Some(queue) = client.multi.as_ref() else {
+        return Attempt::Rerun;
+    };
+    if client.multi_error
+        || !client.watches.is_empty()
+        // A push for this client would go inside EXEC's array (none can arrive while the shared
+        // lock is held: whatever pushes runs under the exclusive one).
+        || client.handle.outbox.pending() != 0
+        || super::refuses(shared, spec)
+        || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
+    {
+        return Attempt::Rerun;
+    }
+    let parallel = shared.parallel_batches.load(Ordering::Relaxed);
+    let mut reads = QueuedReads::new();
+    for queued in queue {
+        let Some((i, s)) = table().get(&queued[0]) else {
+            return Attempt::Rerun;
+        };
+        match s.shared_handler(parallel) {
+            Some(handler)
+                if !s.has(super::flags::WRITE)
+                    && s.arity_ok(queued.len())
+                    && !super::refuses(shared, s)
+                    && !super::replication::refuses(shared, &engine.repl, client, s, now_ms) =>
+            {
+                reads.push((i, s, handler))
+            }
+            _ => return Attempt::Rerun,
+        }
+    }
+    let Some(db) = engine.store.dbs.get(client.db) else {
+        return Attempt::Rerun;
+    };
+    let since = end_run(run, engine, client);
+    let Some(queue) = client.multi.as_ref() else {
+        return Attempt::Rerun;
+    };
+    let mut replies = Vec::with_capacity(queue.len());
+    {
+        let mut view = db.shared_view(
+            &engine.store.stripes,
+            now_ms,
+            client.prefetched.items(),
+            engine.store.shared_inserts,
+        );
+        view.hold(
+            queue
+                .iter()
+                .zip(&reads)
+                .flat_map(|(queued, &(_, s, _))| s.key_iter(queued).map(|k| &k[..])),
+            false,
+        );
+        for (queued, &(_, _, handler)) in queue.iter().zip(&reads) {
+            // A read that panicked or failed changed nothing: the exclusive path answers it,
+            // counting the failure.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                handler(&mut view, queued)
+            })) {
+                Ok(Ok(reply)) if !view.deferred() && !reply.is_error() => replies.push(reply),
+                _ => return Attempt::Rerun,
+            }
+        }
+    }
+    // One clock read for the whole transaction: EXEC's time is all of it, as on the exclusive
+    // path, and each command's share of it an equal part (those run back to back, as a
+    // run's calls do).
+    let ended = mono_ns();
+    let took = ended.saturating_sub(since);
+    let each = took / reads.len().max(1) as u64;
+    for &(i, _, _) in &reads {
+        engine.shared_stats[i].add(1, each);
+    }
+    engine.shared_stats[index].add(1, took);
+    if client.cmd_clock.is_some() {
+        client.cmd_clock = Some(ended);
+    }
+    client.multi = None;
+    client.multi_error = false;
+    client.handle.publish_multi_closed();
+    answered(client, index, argv, Reply::Array(replies))
 }
 
 #[cfg(test)]
@@ -922,12 +1173,18 @@ mod tests {
         assert!(!run(&shared, &mut c, &["GET", "missing"], now).1);
         shared.engine().store.set_notify_flags(0);
         assert!(run(&shared, &mut c, &["GET", "missing"], now).1);
-        // A client inside MULTI queues.
+        // A client inside MULTI queues (on the shared path: its own state), even a command
+        // with no shared handler.
         run(&shared, &mut c, &["MULTI"], now);
         let (reply, stayed_shared) = run(&shared, &mut c, &["GET", "s"], now);
-        assert!(!stayed_shared);
+        assert!(stayed_shared);
         assert!(matches!(reply, Reply::Status("QUEUED")));
-        run(&shared, &mut c, &["DISCARD"], now);
+        let (reply, stayed_shared) =
+            run(&shared, &mut c, &["BF.RESERVE", "new", "0.01", "100"], now);
+        assert!(stayed_shared);
+        assert!(matches!(reply, Reply::Status("QUEUED")));
+        assert!(run(&shared, &mut c, &["DISCARD"], now).1);
+        assert!(c.multi.is_none());
         // An unauthenticated client gets NOAUTH.
         let mut stranger = client(2);
         stranger.authenticated = false;
@@ -951,6 +1208,237 @@ mod tests {
             format!("{:?}", replies[2]),
             format!("{:?}", Reply::Bulk(Bytes::from_static(b"1")))
         );
+    }
+
+    /// Runs `words` as one batch (each request after the first in the lock the batch is in by
+    /// then); the replies and whether the lock stayed shared to the end.
+    fn run_batch(
+        shared: &Shared,
+        c: &mut ClientState,
+        batch: &[&[&str]],
+        now: u64,
+    ) -> (Vec<Reply>, bool) {
+        c.shared_write_backoff = 0;
+        let batch: Vec<Vec<Bytes>> = batch.iter().map(|w| argv(w)).collect();
+        let mut lock = EngineLock::for_batch(shared, &batch[0], c);
+        let replies = batch
+            .iter()
+            .map(|a| lock.dispatch(shared, c, a, now).expect("not shut down"))
+            .collect();
+        (replies, lock.is_shared())
+    }
+
+    /// A transaction of reads: MULTI, its queue and EXEC all stay on the shared path (whether
+    /// sent in one batch, as redis-py's pipelines send it, or one request at a time), and every
+    /// reply, count and CLIENT LIST field is the exclusive path's.
+    #[test]
+    fn a_transaction_of_reads_runs_on_the_shared_path_and_answers_as_the_exclusive_path() {
+        let (shared, mut c, now) = setup();
+        let mut d = client(2);
+        let queue: &[&[&str]] = &[
+            &["GET", "s"],
+            &["MGET", "s", "missing", "bf"],
+            &["BF.EXISTS", "bf", "item"],
+            &["BF.MEXISTS", "bf", "item", "other"],
+            &["CF.EXISTS", "cf", "item"],
+            &["PFCOUNT", "hll"],
+            &["EXISTS", "s", "bf", "missing"],
+            &["PING"],
+            &["TTL", "s"],
+        ];
+        let mut batch: Vec<&[&str]> = vec![&["MULTI"]];
+        batch.extend_from_slice(queue);
+        batch.push(&["EXEC"]);
+        let counted_before: Vec<(&str, u64)> = [
+            "multi",
+            "exec",
+            "get",
+            "mget",
+            "bf.exists",
+            "pfcount",
+            "ping",
+            "ttl",
+        ]
+        .into_iter()
+        .map(|name| (name, stat(&shared, name).0))
+        .collect();
+        let (got, stayed_shared) = run_batch(&shared, &mut c, &batch, now);
+        assert!(stayed_shared, "the transaction left the shared path");
+        let want: Vec<Reply> = batch
+            .iter()
+            .map(|w| run_exclusive(&shared, &mut d, w, now))
+            .collect();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert!(matches!(got.last(), Some(Reply::Array(a)) if a.len() == queue.len()));
+        // Counted once per path: MULTI, EXEC and each queued command as a call, nothing failed.
+        for (name, before) in counted_before {
+            assert_eq!(stat(&shared, name), (before + 2, 0), "{name}");
+        }
+        // Both clients are out of the transaction, as CLIENT LIST shows them.
+        for x in [&c, &d] {
+            assert!(x.multi.is_none());
+            assert!(!x.handle.multi.load(Ordering::Relaxed));
+            assert_eq!(
+                super::super::last_command_name(x.handle.last_cmd.load(Ordering::Relaxed)),
+                "exec"
+            );
+        }
+        // One request at a time: each a batch of its own, each shared; inside, CLIENT LIST
+        // counts the queue as the exclusive path does.
+        for (i, w) in batch.iter().enumerate() {
+            let (reply, stayed_shared) = run(&shared, &mut c, w, now);
+            assert!(stayed_shared, "{w:?}");
+            let want = run_exclusive(&shared, &mut d, w, now);
+            assert_eq!(format!("{reply:?}"), format!("{want:?}"), "{w:?}");
+            if i + 1 < batch.len() {
+                assert!(c.handle.multi.load(Ordering::Relaxed));
+                assert_eq!(
+                    c.handle.multi_queued.load(Ordering::Relaxed),
+                    d.handle.multi_queued.load(Ordering::Relaxed)
+                );
+                assert_eq!(
+                    c.handle.multi_mem.load(Ordering::Relaxed),
+                    d.handle.multi_mem.load(Ordering::Relaxed)
+                );
+            }
+        }
+        // An empty transaction.
+        let (got, stayed_shared) = run_batch(&shared, &mut c, &[&["MULTI"], &["EXEC"]], now);
+        assert!(stayed_shared);
+        assert!(matches!(&got[1], Reply::Array(a) if a.is_empty()));
+    }
+
+    /// Whatever a transaction of reads on the shared path could not answer as the exclusive path
+    /// does goes there whole, and answers there as it would have: a write in the queue, a WATCH,
+    /// a queuing error, a read that fails, a read that meets a due key.
+    #[test]
+    fn a_transaction_the_shared_path_cannot_answer_runs_on_the_exclusive_path() {
+        let (shared, mut c, now) = setup();
+        let mut d = client(2);
+        let both = |c: &mut ClientState, d: &mut ClientState, batch: &[&[&str]]| {
+            let (got, stayed_shared) = run_batch(&shared, c, batch, now);
+            let want: Vec<Reply> = batch
+                .iter()
+                .map(|w| run_exclusive(&shared, d, w, now))
+                .collect();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{batch:?}");
+            assert!(c.multi.is_none() && d.multi.is_none());
+            (got, stayed_shared)
+        };
+        // A write: the queue stays shared, EXEC does not; the write is made once per path.
+        let (got, stayed_shared) = both(
+            &mut c,
+            &mut d,
+            &[&["MULTI"], &["GET", "s"], &["SET", "t", "1"], &["EXEC"]],
+        );
+        assert!(!stayed_shared);
+        assert!(matches!(&got[3], Reply::Array(a) if matches!(a[1], Reply::Status("OK"))));
+        assert_eq!(
+            format!("{:?}", run(&shared, &mut c, &["GET", "t"], now).0),
+            format!("{:?}", Reply::Bulk(Bytes::from_static(b"1")))
+        );
+        // A read that fails (WRONGTYPE) is an error inside EXEC's array, counted once per path.
+        let (got, stayed_shared) = both(
+            &mut c,
+            &mut d,
+            &[&["MULTI"], &["GET", "bf"], &["GET", "s"], &["EXEC"]],
+        );
+        assert!(!stayed_shared);
+        assert!(matches!(&got[3], Reply::Array(a) if a[0].is_error()));
+        assert_eq!(stat(&shared, "get").1, 2);
+        // A queuing error: EXECABORT, from the exclusive path.
+        let (got, _) = both(
+            &mut c,
+            &mut d,
+            &[&["MULTI"], &["GET"], &["GET", "s"], &["EXEC"]],
+        );
+        assert!(got[3].is_error());
+        // WATCH: the exclusive path checks the versions.
+        let (got, stayed_shared) = both(
+            &mut c,
+            &mut d,
+            &[&["WATCH", "s"], &["MULTI"], &["GET", "s"], &["EXEC"]],
+        );
+        assert!(!stayed_shared);
+        assert!(matches!(&got[3], Reply::Array(a) if a.len() == 1));
+        // A DISCARD after WATCH unwatches: the exclusive path's.
+        run(&shared, &mut c, &["WATCH", "s"], now);
+        run(&shared, &mut c, &["MULTI"], now);
+        assert!(!run(&shared, &mut c, &["DISCARD"], now).1);
+        assert!(c.watches.is_empty());
+        // A due key: reclaimed by the exclusive path's rerun of the whole transaction.
+        run(&shared, &mut c, &["SET", "gone", "x"], now);
+        shared
+            .engine()
+            .store
+            .db(0, now)
+            .set_expire(b"gone", now - 1);
+        let (got, stayed_shared) = run_batch(
+            &shared,
+            &mut c,
+            &[&["MULTI"], &["GET", "s"], &["GET", "gone"], &["EXEC"]],
+            now,
+        );
+        assert!(!stayed_shared);
+        assert!(matches!(&got[3], Reply::Array(a) if matches!(a[1], Reply::Null)));
+        assert!(shared
+            .engine()
+            .store
+            .db(0, now)
+            .peek_value(b"gone")
+            .is_none());
+    }
+
+    /// A transaction of reads holds the stripes of all its keys at once: on many threads, with
+    /// writers moving a sum between two keys under the shared lock, every EXEC sees the sum
+    /// whole (a reader taking the keys one by one would see it mid-move).
+    #[test]
+    fn a_transaction_of_reads_never_sees_a_concurrent_write_half_done() {
+        let (shared, mut c, now) = setup();
+        shared.parallel_batches.store(true, Ordering::Relaxed);
+        run(&shared, &mut c, &["SET", "a", "1000"], now);
+        run(&shared, &mut c, &["SET", "b", "0"], now);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| {
+                let mut w = client(3);
+                let mut moved = 0;
+                while !stop.load(Ordering::Relaxed) && moved < 20_000 {
+                    // MSET writes both pairs under both stripes, or defers.
+                    let a = 1000 - moved % 1000;
+                    let b = moved % 1000;
+                    run(
+                        &shared,
+                        &mut w,
+                        &["MSET", "a", &a.to_string(), "b", &b.to_string()],
+                        now,
+                    );
+                    moved += 1;
+                }
+            });
+            let mut r = client(4);
+            let mut shared_execs = 0;
+            for _ in 0..5_000 {
+                let (got, stayed_shared) = run_batch(
+                    &shared,
+                    &mut r,
+                    &[&["MULTI"], &["GET", "a"], &["GET", "b"], &["EXEC"]],
+                    now,
+                );
+                shared_execs += stayed_shared as u32;
+                let Reply::Array(a) = &got[3] else {
+                    panic!("EXEC answered {:?}", got[3]);
+                };
+                let value = |r: &Reply| match r {
+                    Reply::Bulk(b) => std::str::from_utf8(b).unwrap().parse::<i64>().unwrap(),
+                    other => panic!("GET answered {other:?}"),
+                };
+                assert_eq!(value(&a[0]) + value(&a[1]), 1000, "a torn read: {a:?}");
+            }
+            stop.store(true, Ordering::Relaxed);
+            writer.join().expect("writer");
+            assert!(shared_execs > 0, "no EXEC stayed shared");
+        });
     }
 
     #[test]
