@@ -511,6 +511,22 @@ impl Gen {
         self.rng.pick(choices).to_vec()
     }
 
+    /// One random read among those with a shared-lock path in hyperbloom.
+    fn read_command(&mut self) -> Vec<Vec<u8>> {
+        let (k1, k2) = (self.key(), self.key());
+        match self.rng.below(9) {
+            0 => vec![c("GET"), k1],
+            1 => vec![c("MGET"), k1, k2],
+            2 => vec![c("EXISTS"), k1, k2, self.key()],
+            3 => vec![c("STRLEN"), k1],
+            4 => vec![c("TTL"), k1],
+            5 => vec![c("PTTL"), k1],
+            6 => vec![c("PFCOUNT"), k1],
+            7 => vec![c("PING")],
+            _ => vec![c("ECHO"), self.value()],
+        }
+    }
+
     /// One random command (never MULTI/EXEC/WATCH: the driver emits those).
     fn command(&mut self) -> Vec<Vec<u8>> {
         let k = self.key();
@@ -916,9 +932,14 @@ fn run_seed(seed: u64, commands: usize, redis_port: u16, our_port: u16, diff: &m
                 }
                 diff.send(&mut main, &[c("MULTI")], None);
                 let mut queued = Vec::new();
+                // Some transactions are of reads only: hyperbloom runs those under its shared
+                // keyspace lock (`commands::shared_path`, "Transactions").
+                let reads_only = g.rng.chance(40);
                 for _ in 0..g.rng.below(5) {
                     let cmd = if g.rng.chance(10) {
                         vec![c(g.rng.pick(&["WATCH", "MULTI", "GET"]))]
+                    } else if reads_only {
+                        g.read_command()
                     } else {
                         g.command()
                     };

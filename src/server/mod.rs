@@ -22,7 +22,7 @@
 //! takes it shared, so such reads from any number of connections run side by side on every core;
 //! the first command that cannot run there moves the batch to the exclusive lock
 //! (`commands::shared_path`, whose essay lists when that happens: errors, due keys, MONITOR,
-//! tracking, keymiss events, MULTI, ...).
+//! tracking, keymiss events, a transaction that writes, ...).
 //!
 //! Across cores, measured (issue 15, target 4): `examples/bench_scaling.rs` runs N threads, each a
 //! client with its own keys, executing pre-parsed batches of 16 against the engine exactly as the
@@ -163,9 +163,14 @@
 //! stripes, every key checked before any is written): 2 threads 1.66× the exclusive lock, 0.52
 //! of the partitioned bound (`bench_scaling ... MSET`, docs/benchmarks.md).
 //!
-//! Still exclusive: other multi-key writes, MULTI/EXEC, segment splits and merges, lazy and
-//! active expiry (reclaiming a due key), an EXPIRE to a time already past, and new keys,
-//! deletions and TTL changes in tables under 32k keys.
+//! Transactions of reads (MULTI, shared-path reads, EXEC: redis-py's default pipeline) take the
+//! shared lock too, EXEC holding the stripes of all the transaction's keys at once
+//! (`commands::shared_path`, "Transactions"); `bench_scaling ... MULTI-BF.EXISTS` and
+//! `MULTI-GET` measure them (docs/benchmarks.md, "Across cores").
+//!
+//! Still exclusive: other multi-key writes, MULTI/EXEC of a transaction that writes or WATCHes,
+//! segment splits and merges, lazy and active expiry (reclaiming a due key), an EXPIRE to a
+//! time already past, and new keys, deletions and TTL changes in tables under 32k keys.
 //!
 //! That gives in-place writes the read path's curve, min(N / (c_in + c_out), S / c_in) with
 //! S = 256 stripes; measured on 2 threads they reach the partitioned upper bound below (docs/benchmarks.md,
