@@ -155,6 +155,14 @@ pub const INVALID_MASTER_PORT: &str = "ERR Invalid master port";
 pub const REPLICA_IN_MULTI: &str = "ERR Replica can't be in MULTI";
 /// scriptCommand KILL with no script running (Sentinel sends it before a failover).
 pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+/// getKeysSubcommandImpl (COMMAND GETKEYS / GETKEYSANDFLAGS): no such command or subcommand.
+pub const GETKEYS_INVALID_COMMAND: &str = "ERR Invalid command specified";
+/// getKeysSubcommandImpl: the command takes no keys.
+pub const GETKEYS_NO_KEYS: &str = "ERR The command has no key arguments";
+/// getKeysSubcommandImpl: the command's arity refuses that many arguments.
+pub const GETKEYS_ARITY: &str = "ERR Invalid number of arguments specified for command";
+/// getKeysSubcommandImpl: the arguments hold none of the command's keys.
+pub const GETKEYS_INVALID_ARGUMENTS: &str = "ERR Invalid arguments specified for command";
 
 /// An error reply. Renders as the exact text after the `-` of the RESP error line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,6 +32,7 @@ pub mod args;
 pub mod bloom;
 pub mod client;
 pub mod cms;
+pub mod command_info;
 pub mod config;
 pub mod cuckoo;
 pub mod debug;
@@ -78,6 +79,10 @@ pub mod flags {
     /// `enable-debug-command` / `enable-module-command` setting says. Not listed by COMMAND INFO
     /// (Redis does not list it either).
     pub const PROTECTED: u32 = 1 << 17;
+    /// Redis's CMD_NO_ASYNC_LOADING: refused while a replica loads its primary's snapshot
+    /// asynchronously (`repl-diskless-load swapdb`), which hyperbloom never does (it loads before
+    /// it serves). Listed by COMMAND INFO only.
+    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
 
     /// Names in the order Redis lists them.
     pub const NAMES: &[(u32, &str)] = &[
@@ -95,7 +100,8 @@ pub mod flags {
         (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NOAUTH, "no_auth"),
-        (MAY_REPLICATE, "may_replicate"),
+        // MAY_REPLICATE is not listed: Redis 7.0.15 lists it for no command.
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
     ];

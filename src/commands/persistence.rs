@@ -28,9 +28,9 @@ pub const SAVE_FAILED: &str = "ERR";
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("save", 1, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk.", save),
-    cmd("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", bgsave),
-    cmd("bgrewriteaof", 1, ADMIN | NOSCRIPT, 0, 0, 0, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk.", bgrewriteaof),
+    cmd("save", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk.", save),
+    cmd("bgsave", -1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", bgsave),
+    cmd("bgrewriteaof", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING, 0, 0, 0, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk.", bgrewriteaof),
     cmd("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", lastsave),
     cmd("dump", 2, READONLY, 1, 1, 1, "generic", "2.6.0", "Returns a serialized representation of the value stored at a key.", dump_cmd),
     cmd("restore", -4, WRITE | DENYOOM, 1, 1, 1, "generic", "2.6.0", "Creates a key from the serialized representation of a value.", restore_cmd),

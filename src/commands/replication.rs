@@ -19,13 +19,13 @@ use crate::protocol::Reply;
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, 0, 0, 0, "server", "3.0.0", "An internal command for configuring the replication stream.", replconf),
-    cmd("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, "server", "2.8.0", "An internal command used in replication.", psync),
-    cmd("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, "server", "1.0.0", "An internal command used in replication.", sync),
+    cmd("psync", -3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, 0, 0, 0, "server", "2.8.0", "An internal command used in replication.", psync),
+    cmd("sync", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, 0, 0, 0, "server", "1.0.0", "An internal command used in replication.", sync),
     cmd("wait", 3, NOSCRIPT, 0, 0, 0, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", wait),
     cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, 0, 0, 0, "server", "2.8.12", "Returns the replication role.", role),
-    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, "server", "5.0.0", "Configures a server as replica of another, or promotes it to a master.", replicaof),
-    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, "server", "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", replicaof),
-    CommandSpec { subcommands: SCRIPT_SUBCOMMANDS, ..cmd("script", -2, NOSCRIPT, 0, 0, 0, "scripting", "2.6.0", "A container for Lua scripts management commands.", script_help) },
+    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, 0, 0, 0, "server", "5.0.0", "Configures a server as replica of another, or promotes it to a master.", replicaof),
+    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, 0, 0, 0, "server", "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", replicaof),
+    CommandSpec { subcommands: SCRIPT_SUBCOMMANDS, ..cmd("script", -2, 0, 0, 0, 0, "scripting", "2.6.0", "A container for Lua scripts management commands.", script_help) },
 ];
 
 #[rustfmt::skip]

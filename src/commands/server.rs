@@ -44,7 +44,7 @@ pub(super) fn no_direct_call(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("ping", -1, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response.", ping).shared_read(ping_shared),
-    cmd("echo", 2, FAST, 0, 0, 0, "connection", "1.0.0", "Returns the given string.", echo).shared_read(echo_shared),
+    cmd("echo", 2, LOADING | STALE | FAST, 0, 0, 0, "connection", "1.0.0", "Returns the given string.", echo).shared_read(echo_shared),
     cmd("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "6.0.0", "Handshakes with the Redis server.", hello),
     cmd("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NOAUTH | ALLOW_BUSY, 0, 0, 0, "connection", "1.0.0", "Authenticates the connection.", auth),
     cmd("select", 2, LOADING | STALE | FAST, 0, 0, 0, "connection", "1.0.0", "Changes the selected database.", select),
@@ -69,9 +69,9 @@ pub const COMMANDS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const MODULE_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("module|list", 2, ADMIN | NOSCRIPT, 0, 0, 0, "server", "4.0.0", "Returns all loaded modules.", module_list),
-    cmd("module|load", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Loads a module.", module_load),
-    cmd("module|loadex", -3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "7.0.0", "Loads a module using extended parameters.", module_load),
-    cmd("module|unload", 3, ADMIN | NOSCRIPT | PROTECTED, 0, 0, 0, "server", "4.0.0", "Unloads a module.", module_unload),
+    cmd("module|load", -3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | PROTECTED, 0, 0, 0, "server", "4.0.0", "Loads a module.", module_load),
+    cmd("module|loadex", -3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | PROTECTED, 0, 0, 0, "server", "7.0.0", "Loads a module using extended parameters.", module_load),
+    cmd("module|unload", 3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | PROTECTED, 0, 0, 0, "server", "4.0.0", "Unloads a module.", module_unload),
     cmd("module|help", 2, LOADING | STALE, 0, 0, 0, "server", "5.0.0", "Returns helpful text about the different subcommands.", module_help),
 ];
 
