@@ -571,7 +571,7 @@ pub struct ClientState {
     pub proto: u8,
     pub authenticated: bool,
     /// Commands queued by MULTI; None when not in a transaction.
-    pub multi: Option<Vec<Vec<Bytes>>>,
+    pub multi: Option<Vec<transactions::Queued>>,
     /// A queued command was refused: EXEC must abort.
     pub multi_error: bool,
     /// WATCHed keys: (db, key, version at WATCH, key was already expired at WATCH).
@@ -1051,7 +1051,7 @@ fn dispatch_inner(
                 return Reply::Error(e);
             }
         }
-        transactions::queue(client, argv);
+        transactions::queue(client, index, argv);
         return Reply::Status("QUEUED");
     }
     if let Some(refusal) = replication::refuse(shared, &engine.repl, client, spec, now_ms) {
@@ -1205,7 +1205,7 @@ pub fn replay(
         return Reply::Error(CmdError::arity(spec.name));
     }
     if client.multi.is_some() && !transactions::runs_inside_multi(spec.name) {
-        transactions::queue(client, argv);
+        transactions::queue(client, index, argv);
         return Reply::Status("QUEUED");
     }
     run(shared, engine, client, index, spec, argv, now_ms)

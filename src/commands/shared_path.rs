@@ -734,7 +734,7 @@ fn open_transaction(
     if let Some(r) = run {
         r.calls += 1;
     }
-    client.multi = Some(Vec::new());
+    client.multi = Some(super::transactions::new_queue());
     client.multi_error = false;
     client.handle.publish_multi_opened();
     answered(client, index, argv, Reply::ok())
@@ -782,8 +782,10 @@ fn in_transaction(
         _ => {
             // Not a call: the time it takes goes to the next command the transaction runs (EXEC),
             // as on the exclusive path, where only executed commands move the command clock.
-            end_run(run, engine, client);
-            super::transactions::queue(client, argv);
+            if run.is_some() {
+                end_run(run, engine, client);
+            }
+            super::transactions::queue(client, index, argv);
             answered(client, index, argv, Reply::Status("QUEUED"))
         }
     }
@@ -801,8 +803,7 @@ fn answered(client: &mut ClientState, index: usize, argv: &[Bytes], reply: Reply
 
 /// The queued commands of [`exec_reads`] kept inline: redis-py and node-redis pipelines are
 /// mostly this short, and longer ones pay one allocation.
-type QueuedReads =
-    smallvec::SmallVec<[(usize, &'static super::CommandSpec, super::SharedHandler); 16]>;
+type QueuedReads = smallvec::SmallVec<[(usize, super::SharedHandler); 16]>;
 
 /// EXEC of a transaction whose every command is a read with a shared handler, under the shared
 /// lock: the stripes of all its keys held for reading at once, so that it sees every key before
@@ -820,10 +821,8 @@ fn exec_reads(
     index: usize,
     spec: &'static super::CommandSpec,
 ) -> Attempt {
-    let Some(queue) = client.multi.as_ref() else {
-        return Attempt::Rerun;
-    };
-    if client.multi_error
+    if client.multi.is_none()
+        || client.multi_error
         || !client.watches.is_empty()
         // A push for this client would go inside EXEC's array (none can arrive while the shared
         // lock is held: whatever pushes runs under the exclusive one).
@@ -833,12 +832,25 @@ fn exec_reads(
     {
         return Attempt::Rerun;
     }
+    let Some(db) = engine.store.dbs.get(client.db) else {
+        return Attempt::Rerun;
+    };
+    // Ended first (a rerun ends it anyway), so that the queue can stay borrowed from here on.
+    let since = end_run(run, engine, client);
+    let Some(queue) = client.multi.as_ref() else {
+        return Attempt::Rerun;
+    };
     let parallel = shared.parallel_batches.load(Ordering::Relaxed);
     let mut reads = QueuedReads::new();
-    for queued in queue {
-        let Some((i, s)) = table().get(&queued[0]) else {
-            return Attempt::Rerun;
-        };
+    // Every key of every command, for their stripes: gathered here, where each command's key
+    // positions are read once anyway.
+    let mut keys: smallvec::SmallVec<[&[u8]; 16]> = smallvec::SmallVec::new();
+    for super::transactions::Queued {
+        index: i,
+        argv: queued,
+    } in queue
+    {
+        let s = table().all()[*i];
         match s.shared_handler(parallel) {
             Some(handler)
                 if !s.has(super::flags::WRITE)
@@ -846,18 +858,12 @@ fn exec_reads(
                     && !super::refuses(shared, s)
                     && !super::replication::refuses(shared, &engine.repl, client, s, now_ms) =>
             {
-                reads.push((i, s, handler))
+                reads.push((*i, handler));
+                keys.extend(s.key_iter(queued).map(|k| &k[..]));
             }
             _ => return Attempt::Rerun,
         }
     }
-    let Some(db) = engine.store.dbs.get(client.db) else {
-        return Attempt::Rerun;
-    };
-    let since = end_run(run, engine, client);
-    let Some(queue) = client.multi.as_ref() else {
-        return Attempt::Rerun;
-    };
     let mut replies = Vec::with_capacity(queue.len());
     {
         let mut view = db.shared_view(
@@ -866,31 +872,26 @@ fn exec_reads(
             client.prefetched.items(),
             engine.store.shared_inserts,
         );
-        view.hold(
-            queue
-                .iter()
-                .zip(&reads)
-                .flat_map(|(queued, &(_, s, _))| s.key_iter(queued).map(|k| &k[..])),
-            false,
-        );
-        for (queued, &(_, _, handler)) in queue.iter().zip(&reads) {
+        view.hold(keys.iter().copied(), false);
+        for (queued, &(_, handler)) in queue.iter().zip(&reads) {
             // A read that panicked or failed changed nothing: the exclusive path answers it,
             // counting the failure.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                handler(&mut view, queued)
+                handler(&mut view, &queued.argv)
             })) {
                 Ok(Ok(reply)) if !view.deferred() && !reply.is_error() => replies.push(reply),
                 _ => return Attempt::Rerun,
             }
         }
     }
+    drop(keys);
     // One clock read for the whole transaction: EXEC's time is all of it, as on the exclusive
     // path, and each command's share of it an equal part (those run back to back, as a
     // run's calls do).
     let ended = mono_ns();
     let took = ended.saturating_sub(since);
     let each = took / reads.len().max(1) as u64;
-    for &(i, _, _) in &reads {
+    for &(i, _) in &reads {
         engine.shared_stats[i].add(1, each);
     }
     engine.shared_stats[index].add(1, took);

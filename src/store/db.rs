@@ -332,14 +332,19 @@ impl<'a> SharedDb<'a> {
             self.lock(stripe_of(h), write);
             return;
         };
-        let hashes: SmallVec<[u64; 8]> = [h, self.db.hash(second)]
+        let hashes = [h, self.db.hash(second)]
             .into_iter()
-            .chain(keys.map(|k| self.db.hash(k)))
-            .collect();
-        let mut want: SmallVec<[usize; 8]> = hashes.iter().map(|&h| stripe_of(h)).collect();
-        if write {
+            .chain(keys.map(|k| self.db.hash(k)));
+        // Inline up to 16 stripes, a transaction of 14 reads (`commands::shared_path`'s EXEC)
+        // included: a list that spills is an allocation. A read keeps no hashes.
+        let mut want: SmallVec<[usize; 16]> = if write {
+            let hashes: SmallVec<[u64; 8]> = hashes.collect();
+            let want = hashes.iter().map(|&h| stripe_of(h)).collect();
             self.key_hashes = Some(hashes);
-        }
+            want
+        } else {
+            hashes.map(stripe_of).collect()
+        };
         want.sort_unstable();
         want.dedup();
         // The guards after the first, in one allocation (pushed one by one, the list grew
