@@ -233,16 +233,26 @@ fn compare_entry(name: &str, theirs: &Frame, ours: &Frame, report: &mut Report) 
     }
 }
 
+/// A connection to each server (Redis's, ours), switched to RESP3 if `resp3`.
+fn connections(
+    redis: &common::redis::RealRedis,
+    server: &common::TestServer,
+    resp3: bool,
+) -> (RawConn, RawConn) {
+    let (mut theirs, mut ours) = (redis.raw(), server.raw());
+    if resp3 {
+        hello3(&mut theirs);
+        hello3(&mut ours);
+    }
+    (theirs, ours)
+}
+
 #[test]
 fn command_info_matches_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let server = common::start_server();
     for resp3 in [false, true] {
-        let (mut theirs, mut ours) = (redis.raw(), server.raw());
-        if resp3 {
-            hello3(&mut theirs);
-            hello3(&mut ours);
-        }
+        let (mut theirs, mut ours) = connections(&redis, &server, resp3);
         let names = core_commands(&mut ours);
         let mut report = Report::default();
         for name in &names {
@@ -287,11 +297,7 @@ fn command_getkeys_matches_redis() {
     let redis = common::redis::RealRedis::start(&[]);
     let server = common::start_server();
     for resp3 in [false, true] {
-        let (mut theirs, mut ours) = (redis.raw(), server.raw());
-        if resp3 {
-            hello3(&mut theirs);
-            hello3(&mut ours);
-        }
+        let (mut theirs, mut ours) = connections(&redis, &server, resp3);
         let mut differences = Vec::new();
         let mut answered = 0;
         for case in GETKEYS_CASES {

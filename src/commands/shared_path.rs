@@ -534,7 +534,7 @@ fn try_shared(
     }
     let Some(handler) = spec.shared_handler(shared.parallel_batches.load(Ordering::Relaxed)) else {
         if spec.name == "multi" {
-            return open_transaction(shared, engine, run, client, argv, now_ms, index, spec);
+            return open_or_discard(shared, engine, run, client, argv, now_ms, index, spec, true);
         }
         return Attempt::Rerun;
     };
@@ -711,10 +711,11 @@ fn end_run(run: &mut Option<StatRun>, engine: &Engine, client: &mut ClientState)
     }
 }
 
-/// MULTI under the shared lock: the transaction opens in the client's own state, as the
-/// exclusive path's `transactions::multi` opens it (module essay, "Transactions").
+/// MULTI outside a transaction (`open`), or DISCARD inside one that WATCHes nothing, under the
+/// shared lock: a change of the client's own state, counted and answered as the exclusive path's
+/// `transactions::multi` and `discard` do it (module essay, "Transactions").
 #[allow(clippy::too_many_arguments)]
-fn open_transaction(
+fn open_or_discard(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
@@ -723,6 +724,7 @@ fn open_transaction(
     now_ms: u64,
     index: usize,
     spec: &'static super::CommandSpec,
+    open: bool,
 ) -> Attempt {
     if !spec.arity_ok(argv.len())
         || super::refuses(shared, spec)
@@ -734,9 +736,13 @@ fn open_transaction(
     if let Some(r) = run {
         r.calls += 1;
     }
-    client.multi = Some(super::transactions::new_queue());
+    client.multi = open.then(super::transactions::new_queue);
     client.multi_error = false;
-    client.handle.publish_multi_opened();
+    if open {
+        client.handle.publish_multi_opened();
+    } else {
+        client.handle.publish_multi_closed();
+    }
     answered(client, index, argv, Reply::ok())
 }
 
@@ -760,21 +766,9 @@ fn in_transaction(
     match spec.name {
         "exec" => exec_reads(shared, engine, run, client, argv, now_ms, index, spec),
         // With no WATCH, discarding the transaction is the client's own state.
-        "discard" if client.watches.is_empty() => {
-            if super::refuses(shared, spec)
-                || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
-            {
-                return Attempt::Rerun;
-            }
-            join_run(run, engine, client, index);
-            if let Some(r) = run {
-                r.calls += 1;
-            }
-            client.multi = None;
-            client.multi_error = false;
-            client.handle.publish_multi_closed();
-            answered(client, index, argv, Reply::ok())
-        }
+        "discard" if client.watches.is_empty() => open_or_discard(
+            shared, engine, run, client, argv, now_ms, index, spec, false,
+        ),
         name if super::transactions::runs_inside_multi(name) => Attempt::Rerun,
         // The dispatcher's checks before it queues: a container's subcommand, DEBUG's and
         // MODULE's protection (errors that mark the transaction, and count: the exclusive path's).
