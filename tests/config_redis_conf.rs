@@ -50,7 +50,10 @@ fn debian_redis_conf_starts_hyperbloom() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    );
+    )
+    .on_port(port);
+    // Until this very server listens (or has exited: the loop below reports why).
+    child.wait_until_it_listens(port);
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
     let mut c = loop {

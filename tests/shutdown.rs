@@ -47,10 +47,10 @@ fn spawn(dir: &Path) -> (common::ServerProcess, SocketAddr) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn server");
-    (
-        common::ServerProcess::new(child),
-        format!("127.0.0.1:{port}").parse().unwrap(),
-    )
+    // Connections then reach this very server, not another process's socket on the port.
+    let mut child = common::ServerProcess::new(child).on_port(port);
+    child.wait_until_it_listens(port);
+    (child, format!("127.0.0.1:{port}").parse().unwrap())
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
