@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use hyperbloom::commands::shared_path::EngineLock;
 use hyperbloom::commands::{self, ClientState};
 use hyperbloom::config::Config;
 use hyperbloom::engine::{ClientHandle, Shared};
@@ -173,6 +174,20 @@ pub fn rdb_file(data: &[u8]) {
 // In-process dispatcher: random command sequences against the keyspace
 // ---------------------------------------------------------------------------------------------
 
+/// A handler's panic, which the dispatcher turns into this reply, is a finding.
+fn check_not_internal(argv: &[Bytes], reply: &Reply) {
+    if let Reply::Error(e) = reply {
+        let text = e.to_string();
+        assert!(
+            !text.starts_with("ERR internal error"),
+            "handler panicked on {:?}: {text}",
+            argv.iter()
+                .map(|a| String::from_utf8_lossy(a))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
 /// One server's state without sockets: the shared state and one authenticated client.
 pub struct Session {
     shared: Arc<Shared>,
@@ -202,17 +217,39 @@ impl Session {
             argv,
             self.now_ms,
         );
-        if let Reply::Error(e) = &reply {
-            let text = e.to_string();
-            assert!(
-                !text.starts_with("ERR internal error"),
-                "handler panicked on {:?}: {text}",
-                argv.iter()
-                    .map(|a| String::from_utf8_lossy(a))
-                    .collect::<Vec<_>>()
+        check_not_internal(argv, &reply);
+        reply
+    }
+
+    /// Runs `batch` as the connection loop runs one: the lock its first command allows (shared
+    /// or exclusive, `EngineLock`), the batch's prefetch, then each command on the shared path
+    /// while it can.
+    pub fn run_batch(&mut self, batch: &[Vec<Bytes>]) -> Vec<Reply> {
+        let Some(first) = batch.first() else {
+            return Vec::new();
+        };
+        let mut lock = EngineLock::for_batch(&self.shared, first, &mut self.client);
+        self.client.prefetched.clear();
+        if batch.len() > 1 {
+            commands::prefetch_keys(
+                &self.shared,
+                &lock,
+                &mut self.client,
+                batch.iter().map(|a| &a[..]),
             );
         }
-        reply
+        let replies: Vec<Reply> = batch
+            .iter()
+            .map(|argv| {
+                lock.dispatch(&self.shared, &mut self.client, argv, self.now_ms)
+                    .expect("nothing shuts the session down")
+            })
+            .collect();
+        drop(lock);
+        for (argv, reply) in batch.iter().zip(&replies) {
+            check_not_internal(argv, reply);
+        }
+        replies
     }
 
     pub fn advance_clock(&mut self, ms: u64) {
@@ -372,16 +409,50 @@ const ATOMS: &[&str] = &[
     "HYLL",
 ];
 
-/// Decodes `data` into a sequence of commands and runs them on one session. Bytes: a command index,
-/// an argument count, then per argument either an atom index or (high bit set) a raw run of bytes.
-pub fn dispatch(data: &[u8]) {
-    let mut session = Session::new();
+/// The byte [`decode`] reads as command `name` (for tests that build inputs).
+pub fn command_byte(name: &str) -> u8 {
+    COMMANDS
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(name))
+        .unwrap_or_else(|| panic!("{name} is not in the harness's vocabulary")) as u8
+}
+
+/// The byte [`decode`] reads as an argument count of `argc` (below 8), ending a [`shared_path`]
+/// batch after the command if `ends_batch`.
+pub fn argc_byte(argc: usize, ends_batch: bool) -> u8 {
+    (argc as u8 % 8) | if ends_batch { BATCH_END } else { 0 }
+}
+
+/// The byte [`decode`] reads as the argument `atom`.
+pub fn atom_byte(atom: &str) -> u8 {
+    ATOMS
+        .iter()
+        .position(|a| *a == atom)
+        .unwrap_or_else(|| panic!("{atom} is not an atom")) as u8
+}
+
+/// One decoded command of the dispatcher targets, and what follows it.
+struct Step {
+    argv: Vec<Bytes>,
+    /// The clock moves 1.5 s after it (keys with short TTLs fall due).
+    advance: bool,
+    /// [`shared_path`] ends a batch after it.
+    ends_batch: bool,
+}
+
+/// In a command's argument-count byte (whose low 3 bits are the count): the batch ends after it.
+const BATCH_END: u8 = 0x40;
+
+/// Decodes `data` into at most 64 commands. Bytes: a command index, an argument count (low 3
+/// bits; [`BATCH_END`] ends a batch), then per argument either an atom index or (high bit set) a
+/// raw run of bytes; a 0xff after a command advances the clock.
+fn decode(data: &[u8]) -> Vec<Step> {
+    let mut steps = Vec::new();
     let mut i = 0;
-    let mut steps = 0;
-    while i + 1 < data.len() && steps < 64 {
-        steps += 1;
+    while i + 1 < data.len() && steps.len() < 64 {
         let name = COMMANDS[data[i] as usize % COMMANDS.len()];
         let argc = (data[i + 1] % 8) as usize;
+        let ends_batch = data[i + 1] & BATCH_END != 0;
         i += 2;
         let mut argv = vec![Bytes::from_static(name.as_bytes())];
         for _ in 0..argc {
@@ -397,10 +468,26 @@ pub fn dispatch(data: &[u8]) {
                 i += n;
             }
         }
-        session.run(&argv);
-        if data.get(i) == Some(&0xff) {
-            session.advance_clock(1500);
+        let advance = data.get(i) == Some(&0xff);
+        if advance {
             i += 1;
+        }
+        steps.push(Step {
+            argv,
+            advance,
+            ends_batch,
+        });
+    }
+    steps
+}
+
+/// Decodes `data` into a sequence of commands ([`decode`]) and runs them on one session.
+pub fn dispatch(data: &[u8]) {
+    let mut session = Session::new();
+    for step in decode(data) {
+        session.run(&step.argv);
+        if step.advance {
+            session.advance_clock(1500);
         }
     }
     // A snapshot of whatever was built must dump and restore.
@@ -408,6 +495,60 @@ pub fn dispatch(data: &[u8]) {
         if let Reply::Bulk(payload) = session.run(&[Bytes::from_static(b"DUMP"), Bytes::from(key)])
         {
             dump::restore(&payload).expect("DUMP output must restore");
+        }
+    }
+}
+
+/// The shared keyspace lock against the exclusive one (`commands::shared_path`): the commands of
+/// `data` ([`decode`]), cut into batches, run on one session as the server runs a batch
+/// (`EngineLock`: the shared lock while every command so far could take it, the batch's
+/// prefetch first) and on another under the exclusive lock alone. Every reply must be the same
+/// (RANDOMKEY's pick apart), and so must each key's DUMP, TTL and type at the end: a faster path
+/// that changes a reply byte is a bug.
+pub fn shared_path(data: &[u8]) {
+    let (mut shared, mut exclusive) = (Session::new(), Session::new());
+    let steps = decode(data);
+    let mut start = 0;
+    while start < steps.len() {
+        let end = (start..steps.len())
+            .find(|&i| steps[i].ends_batch || steps[i].advance)
+            .map_or(steps.len(), |i| i + 1);
+        let batch: Vec<Vec<Bytes>> = steps[start..end].iter().map(|s| s.argv.clone()).collect();
+        let got = shared.run_batch(&batch);
+        for (argv, got) in batch.iter().zip(&got) {
+            let want = exclusive.run(argv);
+            if argv[0].eq_ignore_ascii_case(b"RANDOMKEY") {
+                continue;
+            }
+            assert_eq!(
+                format!("{got:?}"),
+                format!("{want:?}"),
+                "the shared path answered {:?} differently",
+                argv.iter()
+                    .map(|a| String::from_utf8_lossy(a))
+                    .collect::<Vec<_>>()
+            );
+        }
+        if steps[end - 1].advance {
+            shared.advance_clock(1500);
+            exclusive.advance_clock(1500);
+        }
+        start = end;
+    }
+    // Each database as the exclusive path sees it: the same keys, values, types and TTLs.
+    for db in ["0", "1"] {
+        let select = [Bytes::from_static(b"SELECT"), Bytes::from(db)];
+        shared.run(&select);
+        exclusive.run(&select);
+        for key in ["k", "k2", "{k}3"] {
+            for cmd in ["DUMP", "PTTL", "TYPE", "EXISTS"] {
+                let argv = [Bytes::from(cmd), Bytes::from(key)];
+                assert_eq!(
+                    format!("{:?}", shared.run(&argv)),
+                    format!("{:?}", exclusive.run(&argv)),
+                    "{cmd} {key} in db {db} after the shared path"
+                );
+            }
         }
     }
 }
