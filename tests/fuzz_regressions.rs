@@ -56,18 +56,24 @@ fn rdb_file() {
 }
 
 /// The shared path against the exclusive one: the dispatcher's saved inputs, then 3000
-/// pseudo-random ones (a fixed seed; each a few commands of the harness's vocabulary).
+/// pseudo-random ones (a fixed seed; each a few commands of the harness's vocabulary) and 2000
+/// built ones.
 #[test]
 fn shared_path() {
     replay("dispatch", harness::shared_path);
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    // `SHARED_PATH_SCALE=N` runs N times as many (and another seed per N), for a longer search.
+    let scale: u64 = std::env::var("SHARED_PATH_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ scale.wrapping_sub(1).wrapping_mul(0x2545_f491);
     let mut next = move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
     };
-    for _ in 0..3000 {
+    for _ in 0..3000 * scale {
         let len = 8 + (next() % 120) as usize;
         let mut data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         // Mostly atoms (the keys and numbers the commands know) rather than raw runs.
@@ -109,7 +115,7 @@ fn shared_path() {
         ("EXPIRETIME", 1),
     ];
     let atoms = ["k", "k2", "{k}3", "1", "10", "0", "-1", "100"];
-    for _ in 0..2000 {
+    for _ in 0..2000 * scale {
         let mut data = Vec::new();
         let command =
             |data: &mut Vec<u8>, name: &str, argc: usize, next: &mut dyn FnMut() -> u64| {
