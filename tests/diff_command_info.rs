@@ -12,6 +12,13 @@
 //!   with Redis's entry of the same name; Redis has some hyperbloom does not implement, and
 //!   [`NEWER_THAN_7_0`] lists the ones hyperbloom has from Redis 7.2.
 //!
+//! COMMAND DOCS: every command hyperbloom lists except the module ones, each asked alone, then all
+//! at once (no argument), then several names in mixed case with unknown ones among them. Entries
+//! must be byte-identical to Redis's; a container's subcommands are compared by name, as for
+//! COMMAND INFO (Redis's order is random, Redis has more, [`NEWER_THAN_7_0`] are not Redis 7.0's
+//! to answer). The module commands' docs are what redis-server with RedisBloom answers (group and
+//! module only); `introspection`'s unit tests hold those bytes.
+//!
 //! COMMAND GETKEYS / GETKEYSANDFLAGS: [`GETKEYS_CASES`], each with both subcommands, replies and
 //! errors alike.
 //!
@@ -135,11 +142,27 @@ impl Frame {
         String::from_utf8_lossy(&self.raw).into_owned()
     }
 
+    /// A bulk string's payload.
+    fn payload(&self) -> String {
+        let body = self
+            .raw
+            .splitn(2, |&b| b == b'\n')
+            .nth(1)
+            .unwrap_or_default();
+        String::from_utf8_lossy(body.strip_suffix(b"\r\n").unwrap_or(body)).into_owned()
+    }
+
     /// A subcommand entry's name (its first element's payload).
     fn entry_name(&self) -> String {
-        let name = &self.items[0].raw;
-        let body = name.splitn(2, |&b| b == b'\n').nth(1).unwrap_or_default();
-        String::from_utf8_lossy(body.strip_suffix(b"\r\n").unwrap_or(body)).into_owned()
+        self.items[0].payload()
+    }
+
+    /// A map's fields (a RESP3 map, or the flat array RESP2 makes of it): name and value.
+    fn fields(&self) -> Vec<(String, &Frame)> {
+        self.items
+            .chunks(2)
+            .map(|pair| (pair[0].payload(), &pair[1]))
+            .collect()
     }
 }
 
@@ -266,7 +289,7 @@ fn command_info_matches_redis() {
         assert!(
             report.differences.is_empty(),
             "RESP{}: COMMAND INFO differs from Redis's:\n{}",
-            if resp3 { 3 } else { 2 },
+            resp(resp3),
             report.differences.join("\n")
         );
         // The exceptions stay true: a command whose flags are fixed leaves the list.
@@ -289,6 +312,138 @@ fn command_info_matches_redis() {
             String::from_utf8_lossy(&theirs.cmd(argv)),
             String::from_utf8_lossy(&ours.cmd(argv))
         );
+    }
+}
+
+/// Compares one COMMAND DOCS entry (a map) of each server: byte for byte, but for a container's
+/// subcommands, which are compared by name.
+fn compare_docs(name: &str, theirs: &Frame, ours: &Frame, differences: &mut Vec<String>) {
+    if theirs.raw == ours.raw {
+        return;
+    }
+    let (theirs_fields, ours_fields) = (theirs.fields(), ours.fields());
+    let field_names = |fields: &[(String, &Frame)]| -> Vec<String> {
+        fields.iter().map(|(n, _)| n.clone()).collect()
+    };
+    if field_names(&theirs_fields) != field_names(&ours_fields) {
+        differences.push(format!(
+            "{name}:\n  redis:      {}\n  hyperbloom: {}",
+            theirs.text(),
+            ours.text()
+        ));
+        return;
+    }
+    for ((field, a), (_, b)) in theirs_fields.iter().zip(&ours_fields) {
+        if field != "subcommands" {
+            if a.raw != b.raw {
+                differences.push(format!(
+                    "{name} {field}:\n  redis:      {}\n  hyperbloom: {}",
+                    a.text(),
+                    b.text()
+                ));
+            }
+            continue;
+        }
+        let theirs_subs = a.fields();
+        for (sub_name, sub) in b.fields() {
+            match theirs_subs.iter().find(|(n, _)| *n == sub_name) {
+                Some((_, reference)) => compare_docs(&sub_name, reference, sub, differences),
+                None if NEWER_THAN_7_0.contains(&sub_name.as_str()) => {}
+                None => differences.push(format!("{sub_name}: Redis 7.0 has no such subcommand")),
+            }
+        }
+    }
+}
+
+fn resp(resp3: bool) -> u8 {
+    if resp3 {
+        3
+    } else {
+        2
+    }
+}
+
+#[test]
+fn command_docs_matches_redis() {
+    let redis = common::redis::RealRedis::start(&[]);
+    let server = common::start_server();
+    for resp3 in [false, true] {
+        let (mut theirs, mut ours) = connections(&redis, &server, resp3);
+        let names = core_commands(&mut ours);
+        let mut differences = Vec::new();
+        let mut with_arguments = 0;
+        for name in &names {
+            let argv: [&[u8]; 3] = [b"COMMAND", b"DOCS", name.as_bytes()];
+            let (a, b) = (theirs.cmd(&argv), ours.cmd(&argv));
+            let (a, b) = (Frame::parse(&a), Frame::parse(&b));
+            // One entry each: the name, then its docs.
+            assert_eq!(a.items.len(), 2, "{name}: {}", a.text());
+            assert_eq!(b.items.len(), 2, "{name}: {}", b.text());
+            assert_eq!(a.items[0].raw, b.items[0].raw, "{name}");
+            compare_docs(name, &a.items[1], &b.items[1], &mut differences);
+            with_arguments +=
+                usize::from(b.items[1].fields().iter().any(|(f, _)| f == "arguments"));
+        }
+        assert!(
+            differences.is_empty(),
+            "RESP{}: COMMAND DOCS differs from Redis's:\n{}",
+            resp(resp3),
+            differences.join("\n")
+        );
+        // The comparison saw the nested argument maps, not only summaries.
+        assert!(
+            with_arguments > 60,
+            "{with_arguments} commands with arguments"
+        );
+
+        // All commands at once: each of hyperbloom's core commands is in Redis's answer, with the
+        // same entry (Redis's order is its dict's).
+        let argv: [&[u8]; 2] = [b"COMMAND", b"DOCS"];
+        let (a, b) = (theirs.cmd(&argv), ours.cmd(&argv));
+        let (all_theirs, all_ours) = (Frame::parse(&a), Frame::parse(&b));
+        let theirs_entries = all_theirs.fields();
+        let mut compared = 0;
+        for (name, entry) in all_ours.fields() {
+            if !names.contains(&name) {
+                continue;
+            }
+            match theirs_entries.iter().find(|(n, _)| *n == name) {
+                Some((_, reference)) => compare_docs(&name, reference, entry, &mut differences),
+                None => differences.push(format!("{name}: not in Redis's COMMAND DOCS")),
+            }
+            compared += 1;
+        }
+        assert_eq!(compared, names.len(), "COMMAND DOCS lists every command");
+        assert!(
+            differences.is_empty(),
+            "RESP{}: COMMAND DOCS (all) differs from Redis's:\n{}",
+            resp(resp3),
+            differences.join("\n")
+        );
+
+        // Several names at once in any case, subcommands by their full names, unknown names left
+        // out (a duplicate is answered twice), and only unknown names.
+        for argv in [
+            &[
+                &b"COMMAND"[..],
+                b"DOCS",
+                b"get",
+                b"nosuch",
+                b"SET",
+                b"Config|Get",
+                b"client|kill",
+                b"slaveof",
+                b"get",
+                b"config|nosuch",
+            ][..],
+            &[b"COMMAND", b"DOCS", b"nosuch"],
+            &[b"command", b"docs", b"PSYNC", b"getex", b"CLIENT|TRACKING"],
+        ] {
+            assert_eq!(
+                String::from_utf8_lossy(&theirs.cmd(argv)),
+                String::from_utf8_lossy(&ours.cmd(argv))
+            );
+        }
     }
 }
 
@@ -318,7 +473,7 @@ fn command_getkeys_matches_redis() {
         assert!(
             differences.is_empty(),
             "RESP{}: {} of {} replies differ from Redis's:\n{}",
-            if resp3 { 3 } else { 2 },
+            resp(resp3),
             differences.len(),
             GETKEYS_CASES.len() * 3,
             differences.join("\n")

@@ -1,9 +1,11 @@
 //! COMMAND, COMMAND COUNT / INFO / DOCS / LIST / GETKEYS / GETKEYSANDFLAGS: generated from the
 //! one command table, plus the ACL categories, tips and key specs that
-//! [`command_info`](super::command_info) holds as Redis 7.0 answers them.
+//! [`command_info`](super::command_info) holds, and the docs that
+//! [`command_docs`](super::command_docs) holds, as Redis 7.0 answers them.
 
 use bytes::Bytes;
 
+use super::command_docs::{self, Arg, CommandDoc};
 use super::command_info::{self, key_flags, BeginSearch, FindKeys, KeySpec};
 use super::CmdResult;
 use super::{cmd, flags::*, table, Args, CommandSpec, Ctx};
@@ -194,29 +196,127 @@ fn command_info(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ))
 }
 
-fn doc_entry(spec: &CommandSpec) -> Reply {
-    let mut fields = vec![
-        (Reply::bulk_str("summary"), Reply::bulk_str(spec.summary)),
-        (Reply::bulk_str("since"), Reply::bulk_str(spec.since)),
-        (
-            Reply::bulk_str("group"),
-            Reply::bulk_str(if spec.has(MODULE) {
-                "module"
-            } else {
-                spec.group
-            }),
-        ),
-    ];
+/// The docs of `spec`: Redis 7.0's from [`command_docs`]; for a command 7.0 lacks (CLIENT
+/// SETINFO and NO-TOUCH), the summary, since and group of the command table. A module command
+/// answers the table's summary and since, group `module` and module `bf`: RedisBloom 2.6
+/// registers no docs (Redis then answers only the group and the module), but its current line
+/// does (`RedisModule_SetCommandInfo`: summary, since, complexity, arguments), and where the two
+/// lines differ hyperbloom follows the current one, as far as the table holds it.
+fn docs_of(spec: &CommandSpec) -> CommandDoc {
     if spec.has(MODULE) {
-        fields.push((Reply::bulk_str("module"), Reply::bulk_str("bf")));
+        return CommandDoc {
+            module: Some("bf"),
+            ..command_docs::doc(spec.name, spec.summary, spec.since, "module")
+        };
+    }
+    match command_docs::lookup(spec.name) {
+        Some(doc) => *doc,
+        None => command_docs::doc(spec.name, spec.summary, spec.since, spec.group),
+    }
+}
+
+/// Doc or argument flags as COMMAND DOCS lists them: a set of status replies, in `names` order.
+fn flag_set(flags: u8, names: &[(u8, &'static str)]) -> Reply {
+    Reply::Set(
+        names
+            .iter()
+            .filter(|(f, _)| flags & f != 0)
+            .map(|(_, n)| Reply::Status(n))
+            .collect(),
+    )
+}
+
+/// Redis 7.0's addReplyCommandArgList: an array of maps, each argument's fields in its order.
+fn arg_replies(args: &[Arg]) -> Reply {
+    Reply::Array(
+        args.iter()
+            .map(|arg| {
+                let mut fields = vec![
+                    (static_bulk("name"), static_bulk(arg.name)),
+                    (static_bulk("type"), static_bulk(arg.kind.name())),
+                ];
+                if let Some(index) = arg.key_spec_index {
+                    fields.push((static_bulk("key_spec_index"), Reply::Int(index.into())));
+                }
+                for (field, value) in [
+                    ("token", arg.token),
+                    ("summary", arg.summary),
+                    ("since", arg.since),
+                    ("deprecated_since", arg.deprecated_since),
+                ] {
+                    if let Some(value) = value {
+                        fields.push((static_bulk(field), static_bulk(value)));
+                    }
+                }
+                if arg.flags != 0 {
+                    fields.push((
+                        static_bulk("flags"),
+                        flag_set(arg.flags, command_docs::arg_flags::NAMES),
+                    ));
+                }
+                if arg.kind.nests() {
+                    fields.push((static_bulk("arguments"), arg_replies(arg.arguments)));
+                }
+                Reply::Map(fields)
+            })
+            .collect(),
+    )
+}
+
+/// A command's COMMAND DOCS entry: Redis 7.0's addReplyCommandDocs, fields in its order and with
+/// its RESP3 types (flags and history are sets, arguments an array of maps); the subcommands are
+/// those of the table.
+fn doc_entry(spec: &CommandSpec) -> Reply {
+    let doc = docs_of(spec);
+    let mut fields = Vec::with_capacity(11);
+    for (field, value) in [("summary", doc.summary), ("since", doc.since)] {
+        if let Some(value) = value {
+            fields.push((static_bulk(field), static_bulk(value)));
+        }
+    }
+    fields.push((static_bulk("group"), static_bulk(doc.group)));
+    for (field, value) in [("complexity", doc.complexity), ("module", doc.module)] {
+        if let Some(value) = value {
+            fields.push((static_bulk(field), static_bulk(value)));
+        }
+    }
+    if doc.flags != 0 {
+        fields.push((
+            static_bulk("doc_flags"),
+            flag_set(doc.flags, command_docs::doc_flags::NAMES),
+        ));
+    }
+    for (field, value) in [
+        ("deprecated_since", doc.deprecated_since),
+        ("replaced_by", doc.replaced_by),
+    ] {
+        if let Some(value) = value {
+            fields.push((static_bulk(field), static_bulk(value)));
+        }
+    }
+    if !doc.history.is_empty() {
+        fields.push((
+            static_bulk("history"),
+            Reply::Set(
+                doc.history
+                    .iter()
+                    .map(|(version, change)| {
+                        Reply::Array(vec![static_bulk(version), static_bulk(change)])
+                    })
+                    .collect(),
+            ),
+        ));
+    }
+    if !doc.arguments.is_empty() {
+        fields.push((static_bulk("arguments"), arg_replies(doc.arguments)));
     }
     if !spec.subcommands.is_empty() {
         fields.push((
-            Reply::bulk_str("subcommands"),
+            static_bulk("subcommands"),
             Reply::Map(
                 spec.subcommands
                     .iter()
-                    .map(|s| (Reply::bulk_str(s.name), doc_entry(s)))
+                    .map(|s| (static_bulk(s.name), doc_entry(s)))
                     .collect(),
             ),
         ));
@@ -233,7 +333,7 @@ fn command_docs(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Map(
         specs
             .into_iter()
-            .map(|s| (Reply::bulk_str(s.name), doc_entry(s)))
+            .map(|s| (static_bulk(s.name), doc_entry(s)))
             .collect(),
     ))
 }
@@ -544,6 +644,132 @@ mod tests {
                 "command_info.rs has {name}, which the table has not"
             );
         }
+    }
+
+    /// The commands hyperbloom has from Redis 7.2, which 7.0 has no docs for.
+    const NEWER_THAN_7_0: &[&str] = &["client|no-touch", "client|setinfo"];
+
+    #[test]
+    fn every_command_has_its_docs_and_every_doc_a_command() {
+        let commands = every_command();
+        let mut undocumented: Vec<&str> = commands
+            .iter()
+            .filter(|s| command_docs::lookup(s.name).is_none())
+            .map(|s| s.name)
+            .collect();
+        undocumented.sort_unstable();
+        assert_eq!(
+            undocumented, NEWER_THAN_7_0,
+            "commands without docs: run scripts/gen_command_docs.py"
+        );
+        for doc in command_docs::DOCS {
+            assert!(
+                commands.iter().any(|s| s.name == doc.name),
+                "command_docs.rs has {}, which the table has not",
+                doc.name
+            );
+        }
+        for pair in command_docs::DOCS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+    }
+
+    fn docs_bytes(name: &[u8], proto: u8) -> String {
+        let spec = find_command(name).expect("a command");
+        String::from_utf8_lossy(&doc_entry(spec).to_bytes(proto)).into_owned()
+    }
+
+    /// COMMAND DOCS getex's entry as redis-server 7.0.15 answers it: nested arguments, a key
+    /// spec index, tokens, flags as a set.
+    #[test]
+    fn getex_docs_are_redis_bytes() {
+        let token = |name: &str, kind: &str, token: &str| {
+            format!(
+                "$4\r\nname\r\n${}\r\n{name}\r\n$4\r\ntype\r\n${}\r\n{kind}\r\n\
+                 $5\r\ntoken\r\n${}\r\n{token}\r\n",
+                name.len(),
+                kind.len(),
+                token.len()
+            )
+        };
+        let expirations = [
+            token("seconds", "integer", "EX"),
+            token("milliseconds", "integer", "PX"),
+            token("unix-time-seconds", "unix-time", "EXAT"),
+            token("unix-time-milliseconds", "unix-time", "PXAT"),
+            token("persist", "pure-token", "PERSIST"),
+        ];
+        let head = "$7\r\nsummary\r\n$56\r\nGet the value of a key and optionally set its \
+            expiration\r\n$5\r\nsince\r\n$5\r\n6.2.0\r\n$5\r\ngroup\r\n$6\r\nstring\r\n\
+            $10\r\ncomplexity\r\n$4\r\nO(1)\r\n$9\r\narguments\r\n*2\r\n";
+        let key = "$4\r\nname\r\n$3\r\nkey\r\n$4\r\ntype\r\n$3\r\nkey\r\n\
+            $14\r\nkey_spec_index\r\n:0\r\n";
+        let expiration = "$4\r\nname\r\n$10\r\nexpiration\r\n$4\r\ntype\r\n$5\r\noneof\r\n\
+            $5\r\nflags\r\n";
+        let resp3 = format!(
+            "%5\r\n{head}%3\r\n{key}%4\r\n{expiration}~1\r\n+optional\r\n\
+             $9\r\narguments\r\n*5\r\n{}",
+            expirations
+                .iter()
+                .map(|e| format!("%3\r\n{e}"))
+                .collect::<String>()
+        );
+        let resp2 = format!(
+            "*10\r\n{head}*6\r\n{key}*8\r\n{expiration}*1\r\n+optional\r\n\
+             $9\r\narguments\r\n*5\r\n{}",
+            expirations
+                .iter()
+                .map(|e| format!("*6\r\n{e}"))
+                .collect::<String>()
+        );
+        assert_eq!(docs_bytes(b"getex", 3), resp3);
+        assert_eq!(docs_bytes(b"GETEX", 2), resp2);
+    }
+
+    /// Module commands: the table's summary and since, group `module`, module `bf` (RedisBloom's
+    /// current line documents its commands; 2.6.12, which registers no docs, answers only the
+    /// group and the module: `%2 group module module bf`).
+    #[test]
+    fn module_docs_are_the_tables_summary_and_since() {
+        assert_eq!(
+            docs_bytes(b"bf.add", 3),
+            format!(
+                "%4\r\n$7\r\nsummary\r\n${}\r\n{}\r\n$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$6\r\nmodule\r\n$6\r\nmodule\r\n$2\r\nbf\r\n",
+                find_command(b"bf.add").unwrap().summary.len(),
+                find_command(b"bf.add").unwrap().summary
+            )
+        );
+        for spec in every_command().into_iter().filter(|s| s.has(MODULE)) {
+            let doc = docs_of(spec);
+            assert_eq!(
+                (doc.group, doc.module, doc.summary, doc.arguments.len()),
+                ("module", Some("bf"), Some(spec.summary), 0),
+                "{}",
+                spec.name
+            );
+        }
+    }
+
+    /// CLIENT SETINFO and NO-TOUCH (Redis 7.2's) keep the summary, since and group of the table.
+    #[test]
+    fn commands_newer_than_7_0_answer_the_table() {
+        for name in NEWER_THAN_7_0 {
+            let spec = find_command(name.as_bytes()).expect(name);
+            let doc = docs_of(spec);
+            assert_eq!(
+                (doc.summary, doc.since, doc.group),
+                (Some(spec.summary), Some(spec.since), spec.group)
+            );
+            assert!(doc.arguments.is_empty() && doc.complexity.is_none());
+        }
+        // And appear among CLIENT's subcommands.
+        let client = docs_bytes(b"client", 3);
+        assert!(client.contains("$14\r\nclient|setinfo\r\n%3\r\n$7\r\nsummary\r\n"));
     }
 
     #[test]

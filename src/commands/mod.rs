@@ -32,6 +32,7 @@ pub mod args;
 pub mod bloom;
 pub mod client;
 pub mod cms;
+pub mod command_docs;
 pub mod command_info;
 pub mod config;
 pub mod cuckoo;
