@@ -27,11 +27,9 @@ Needs only python3's standard library. The servers listen on ports outside 12000
 tests' range), default 7793-7795, and are stopped at the end.
 """
 
-import argparse
 import os
 import re
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_command_info as info  # noqa: E402  (the RESP client and server helpers)
@@ -530,67 +528,32 @@ def render(rows, redis_version, module_version):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hyperbloom", default=os.path.join(ROOT, "target", "ci", "hyperbloom"))
-    parser.add_argument("--redis-server", default="/usr/bin/redis-server")
-    parser.add_argument("--redis-module",
-                        default=os.path.join(ROOT, "target", "refbloom", "redisbloom.so"),
-                        help="RedisBloom's .so (scripts/fetch-redisbloom.sh fetches it)")
-    parser.add_argument("--port-base", type=int, default=7793)
-    args = parser.parse_args()
-    if 12000 <= args.port_base + 2 and args.port_base < 32000:
-        sys.exit("keep the ports outside 12000-32000: the tests hand those out")
-    if not os.path.exists(args.redis_module):
-        sys.exit("no %s: run scripts/fetch-redisbloom.sh or pass --redis-module" % args.redis_module)
+    args = info.reference_args(__doc__.split("\n")[0], 7793)
+    with info.reference_servers(args, "gen-command-docs-") as (redis_port, module_port, ours_port,
+                                                                version):
+        redis, module = TypedConn(redis_port), TypedConn(module_port)
+        for conn in (redis, module):
+            conn.cmd("HELLO", "3")
+        module_info = info.Conn(module_port)
+        module_info.cmd("HELLO", "3")
+        module_version = info.module_version_of(module_info)
 
-    redis_port, module_port, ours_port = args.port_base, args.port_base + 1, args.port_base + 2
-    procs = []
-    with tempfile.TemporaryDirectory(prefix="gen-command-docs-") as workdir:
-        try:
-            for sub in ("plain", "module", "ours"):
-                os.mkdir(os.path.join(workdir, sub))
-            procs.append(info.start(info.redis_argv(args.redis_server, redis_port,
-                                                    os.path.join(workdir, "plain"), []),
-                                    redis_port))
-            procs.append(info.start(info.redis_argv(args.redis_server, module_port,
-                                                    os.path.join(workdir, "module"),
-                                                    ["--loadmodule", args.redis_module]),
-                                    module_port))
-            procs.append(info.start([args.hyperbloom, "--port", str(ours_port), "--bind",
-                                     "127.0.0.1", "--save", "", "--dir",
-                                     os.path.join(workdir, "ours")], ours_port))
-            redis, module = TypedConn(redis_port), TypedConn(module_port)
-            for conn in (redis, module):
-                conn.cmd("HELLO", "3")
-            plain = info.Conn(redis_port)
-            version = next(l.split(":", 1)[1] for l in plain.cmd("INFO", "server").splitlines()
-                           if l.startswith("redis_version:"))
-            if not version.startswith("7.0."):
-                sys.exit("redis-server %s: the reference is Redis 7.0" % version)
-            module_info = info.Conn(module_port)
-            module_info.cmd("HELLO", "3")
-            module_version = info.module_version_of(module_info)
-
-            rows = {}
-            for name in info.hyperbloom_names(info.Conn(ours_port)):
-                source = module if name.startswith(info.MODULE_PREFIXES) else redis
-                kind, entries = source.cmd("COMMAND", "DOCS", name)
-                if kind != "%":
-                    sys.exit("%s: COMMAND DOCS answered %r" % (name, (kind, entries)))
-                if not entries:
-                    if name in NEWER_THAN_7_0:
-                        continue
-                    sys.exit("%s: no reference for it in redis-server %s" % (name, version))
-                [((_, answered), entry)] = entries
-                if answered != name:
-                    sys.exit("%s: COMMAND DOCS answered for %s" % (name, answered))
-                # The subcommands come from hyperbloom's table, not from here.
-                entry = (entry[0], [(k, v) for k, v in entry[1] if k != ("$", "subcommands")])
-                rows[name] = rust_doc(name, entry)
-        finally:
-            for proc in procs:
-                proc.kill()
-                proc.wait()
+        rows = {}
+        for name in info.hyperbloom_names(info.Conn(ours_port)):
+            source = module if name.startswith(info.MODULE_PREFIXES) else redis
+            kind, entries = source.cmd("COMMAND", "DOCS", name)
+            if kind != "%":
+                sys.exit("%s: COMMAND DOCS answered %r" % (name, (kind, entries)))
+            if not entries:
+                if name in NEWER_THAN_7_0:
+                    continue
+                sys.exit("%s: no reference for it in redis-server %s" % (name, version))
+            [((_, answered), entry)] = entries
+            if answered != name:
+                sys.exit("%s: COMMAND DOCS answered for %s" % (name, answered))
+            # The subcommands come from hyperbloom's table, not from here.
+            entry = (entry[0], [(k, v) for k, v in entry[1] if k != ("$", "subcommands")])
+            rows[name] = rust_doc(name, entry)
 
     with open(OUT, "w") as f:
         f.write(render(rows, version, module_version))

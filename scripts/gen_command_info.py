@@ -26,6 +26,7 @@ Needs only python3's standard library (RESP over a socket). The servers listen o
 """
 
 import argparse
+import contextlib
 import os
 import re
 import socket
@@ -372,23 +373,31 @@ def module_version_of(conn):
     sys.exit("the module server has no `bf` module loaded")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def reference_args(description: str, port_base: int):
+    """The command line both generators take; checks the ports and the module."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--hyperbloom", default=os.path.join(ROOT, "target", "ci", "hyperbloom"))
     parser.add_argument("--redis-server", default="/usr/bin/redis-server")
     parser.add_argument("--redis-module",
                         default=os.path.join(ROOT, "target", "refbloom", "redisbloom.so"),
                         help="RedisBloom's .so (scripts/fetch-redisbloom.sh fetches it)")
-    parser.add_argument("--port-base", type=int, default=7790)
+    parser.add_argument("--port-base", type=int, default=port_base)
     args = parser.parse_args()
     if 12000 <= args.port_base + 2 and args.port_base < 32000:
         sys.exit("keep the ports outside 12000-32000: the tests hand those out")
     if not os.path.exists(args.redis_module):
         sys.exit("no %s: run scripts/fetch-redisbloom.sh or pass --redis-module" % args.redis_module)
+    return args
 
+
+@contextlib.contextmanager
+def reference_servers(args, prefix: str):
+    """Starts redis-server plain, redis-server with RedisBloom and hyperbloom on three ports
+    from `--port-base`; yields (plain, module, hyperbloom) ports and the Redis version (7.0
+    required); stops them all at the end."""
     redis_port, module_port, ours_port = args.port_base, args.port_base + 1, args.port_base + 2
     procs = []
-    with tempfile.TemporaryDirectory(prefix="gen-command-info-") as workdir:
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
         try:
             for sub in ("plain", "module", "ours"):
                 os.mkdir(os.path.join(workdir, sub))
@@ -399,30 +408,37 @@ def main():
                                           ["--loadmodule", args.redis_module]), module_port))
             procs.append(start([args.hyperbloom, "--port", str(ours_port), "--bind", "127.0.0.1",
                                 "--save", "", "--dir", os.path.join(workdir, "ours")], ours_port))
-            redis, module, ours = Conn(redis_port), Conn(module_port), Conn(ours_port)
-            for conn in (redis, module):
-                conn.cmd("HELLO", "3")
-            info = redis.cmd("INFO", "server")
+            info = Conn(redis_port).cmd("INFO", "server")
             version = next(l.split(":", 1)[1] for l in info.splitlines()
                            if l.startswith("redis_version:"))
             if not version.startswith("7.0."):
                 sys.exit("redis-server %s: the reference is Redis 7.0" % version)
-            module_version = module_version_of(module)
-
-            rows = {}
-            for name in hyperbloom_names(ours):
-                source = module if name.startswith(MODULE_PREFIXES) else redis
-                found = facts(source, name)
-                if found is None:
-                    found = EXTRA.get(name)
-                if found is None:
-                    sys.exit("%s: no reference for it in redis-server %s, nor in EXTRA"
-                             % (name, version))
-                rows[name] = found
+            yield redis_port, module_port, ours_port, version
         finally:
             for proc in procs:
                 proc.kill()
                 proc.wait()
+
+
+def main():
+    args = reference_args(__doc__.split("\n")[0], 7790)
+    with reference_servers(args, "gen-command-info-") as (redis_port, module_port, ours_port,
+                                                           version):
+        redis, module, ours = Conn(redis_port), Conn(module_port), Conn(ours_port)
+        for conn in (redis, module):
+            conn.cmd("HELLO", "3")
+        module_version = module_version_of(module)
+
+        rows = {}
+        for name in hyperbloom_names(ours):
+            source = module if name.startswith(MODULE_PREFIXES) else redis
+            found = facts(source, name)
+            if found is None:
+                found = EXTRA.get(name)
+            if found is None:
+                sys.exit("%s: no reference for it in redis-server %s, nor in EXTRA"
+                         % (name, version))
+            rows[name] = found
 
     with open(OUT, "w") as f:
         f.write(render(rows, version, module_version))
