@@ -505,8 +505,22 @@ pub fn dispatch(data: &[u8]) {
 /// prefetch first) and on another under the exclusive lock alone. Every reply must be the same
 /// (RANDOMKEY's pick apart), and so must each key's DUMP, TTL and type at the end: a faster path
 /// that changes a reply byte is a bug.
+///
+/// Each sequence runs twice: as a one-thread server runs it, and as a multi-thread one does
+/// (`Shared::parallel_batches`: the prefetch holds stripes, and MSET/MSETNX take their shared
+/// handlers), on one thread here.
 pub fn shared_path(data: &[u8]) {
+    for parallel in [false, true] {
+        shared_path_with(data, parallel);
+    }
+}
+
+fn shared_path_with(data: &[u8], parallel: bool) {
     let (mut shared, mut exclusive) = (Session::new(), Session::new());
+    shared
+        .shared
+        .parallel_batches
+        .store(parallel, std::sync::atomic::Ordering::Relaxed);
     let steps = decode(data);
     let mut start = 0;
     while start < steps.len() {
