@@ -529,12 +529,18 @@ fn try_shared(
     let Some((index, spec)) = found else {
         return Attempt::Rerun;
     };
+    let request = TxRequest {
+        argv,
+        now_ms,
+        index,
+        spec,
+    };
     if client.multi.is_some() {
-        return in_transaction(shared, engine, run, client, argv, now_ms, index, spec);
+        return in_transaction(shared, engine, run, client, request);
     }
     let Some(handler) = spec.shared_handler(shared.parallel_batches.load(Ordering::Relaxed)) else {
         if spec.name == "multi" {
-            return open_or_discard(shared, engine, run, client, argv, now_ms, index, spec, true);
+            return open_or_discard(shared, engine, run, client, request, true);
         }
         return Attempt::Rerun;
     };
@@ -711,21 +717,33 @@ fn end_run(run: &mut Option<StatRun>, engine: &Engine, client: &mut ClientState)
     }
 }
 
+/// A request of a transaction (MULTI, a command MULTI queues, DISCARD, EXEC) on the shared path,
+/// with its command table entry.
+#[derive(Clone, Copy)]
+struct TxRequest<'r> {
+    argv: &'r [Bytes],
+    now_ms: u64,
+    index: usize,
+    spec: &'static super::CommandSpec,
+}
+
 /// MULTI outside a transaction (`open`), or DISCARD inside one that WATCHes nothing, under the
 /// shared lock: a change of the client's own state, counted and answered as the exclusive path's
 /// `transactions::multi` and `discard` do it (module essay, "Transactions").
-#[allow(clippy::too_many_arguments)]
 fn open_or_discard(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
     client: &mut ClientState,
-    argv: &[Bytes],
-    now_ms: u64,
-    index: usize,
-    spec: &'static super::CommandSpec,
+    request: TxRequest,
     open: bool,
 ) -> Attempt {
+    let TxRequest {
+        argv,
+        now_ms,
+        index,
+        spec,
+    } = request;
     if !spec.arity_ok(argv.len())
         || super::refuses(shared, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
@@ -749,26 +767,25 @@ fn open_or_discard(
 /// A request of a client in MULTI, under the shared lock: queued (any command the dispatcher
 /// would queue without an error), or EXEC of a transaction of reads, or DISCARD. Anything else
 /// (WATCH, MULTI, QUIT, RESET, a refusal that marks the transaction) is the exclusive path's.
-#[allow(clippy::too_many_arguments)]
 fn in_transaction(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
     client: &mut ClientState,
-    argv: &[Bytes],
-    now_ms: u64,
-    index: usize,
-    spec: &'static super::CommandSpec,
+    request: TxRequest,
 ) -> Attempt {
+    let TxRequest {
+        argv, index, spec, ..
+    } = request;
     if !spec.arity_ok(argv.len()) {
         return Attempt::Rerun;
     }
     match spec.name {
-        "exec" => exec_reads(shared, engine, run, client, argv, now_ms, index, spec),
+        "exec" => exec_reads(shared, engine, run, client, request),
         // With no WATCH, discarding the transaction is the client's own state.
-        "discard" if client.watches.is_empty() => open_or_discard(
-            shared, engine, run, client, argv, now_ms, index, spec, false,
-        ),
+        "discard" if client.watches.is_empty() => {
+            open_or_discard(shared, engine, run, client, request, false)
+        }
         name if super::transactions::runs_inside_multi(name) => Attempt::Rerun,
         // The dispatcher's checks before it queues: a container's subcommand, DEBUG's and
         // MODULE's protection (errors that mark the transaction, and count: the exclusive path's).
@@ -804,19 +821,20 @@ type QueuedReads = smallvec::SmallVec<[(usize, super::SharedHandler); 16]>;
 /// or after any concurrent write, never a mix, as under the exclusive lock. Anything it cannot
 /// answer exactly as the exclusive path would (a write, a WATCH, a refusal, an error, a read that
 /// defers) reruns it there: reads changed nothing, and the queue is still the client's.
-#[allow(clippy::too_many_arguments)]
 fn exec_reads(
     shared: &Shared,
     engine: &Engine,
     run: &mut Option<StatRun>,
     client: &mut ClientState,
-    argv: &[Bytes],
-    now_ms: u64,
-    index: usize,
-    spec: &'static super::CommandSpec,
+    request: TxRequest,
 ) -> Attempt {
-    if client.multi.is_none()
-        || client.multi_error
+    let TxRequest {
+        argv,
+        now_ms,
+        index,
+        spec,
+    } = request;
+    if client.multi_error
         || !client.watches.is_empty()
         // A push for this client would go inside EXEC's array (none can arrive while the shared
         // lock is held: whatever pushes runs under the exclusive one).
