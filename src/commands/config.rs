@@ -181,8 +181,8 @@ fn config_rewrite(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 }
 
 /// Edits the file in place of the old one (`Config::rewrite`: its comments and layout kept) and
-/// swaps it in whole: written beside it, flushed to disk, then renamed over it, so a crash leaves
-/// the old file or the new one, never half of each. The old file's permissions are kept. A
+/// swaps it in whole: written beside it, flushed to disk, renamed over it, then the directory
+/// flushed, so a crash leaves the old file or the new one, never half of each. The old file's permissions are kept. A
 /// file that is gone is written from scratch, as Redis does.
 fn rewrite_file(path: &std::path::Path, config: &crate::config::Config) -> std::io::Result<()> {
     use std::io::Write;
@@ -206,8 +206,15 @@ fn rewrite_file(path: &std::path::Path, config: &crate::config::Config) -> std::
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
+        return written;
     }
-    written
+    // The rename itself is durable only once the directory is: without this, a crash soon after
+    // a Sentinel failover's rewrite could bring the old file back.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all())
 }
 
 /// `CONFIG HELP`, Redis 7.0.15's text.
