@@ -29,6 +29,9 @@
 //! (`commands::prefetch_keys`); `BENCH_SHARED_INSERTS=0` keeps new keys on the exclusive path, as
 //! a single-threaded server does (`store::db::Store::shared_inserts`).
 //!
+//! `BENCH_MAXMEMORY=<bytes>` sets `maxmemory` on every engine (far above what the bench uses):
+//! what the limit's check before every deny-oom write costs, and that writes stay shared.
+//!
 //! `BENCH_STREAM=1` gives every engine a consumer of its write stream, drained every millisecond
 //! under the shared lock as the AOF writer drains it (`persistence::aof`): what the AOF costs
 //! writes, the stream's mutex included.
@@ -256,6 +259,10 @@ fn main() {
     let with_stream = std::env::var("BENCH_STREAM").is_ok_and(|v| v == "1");
     let prefetch = std::env::var("BENCH_PREFETCH").is_ok_and(|v| v == "1");
     let shared_inserts = std::env::var("BENCH_SHARED_INSERTS").map_or(true, |v| v != "0");
+    let maxmemory: u64 = std::env::var("BENCH_MAXMEMORY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     println!(
         "in-process, {ops} ops per thread, batch {batch}, {} cores, load average {}{}",
         std::thread::available_parallelism()
@@ -298,6 +305,7 @@ fn main() {
             for shared in &engines {
                 let mut engine = shared.engine();
                 engine.store.shared_inserts = shared_inserts;
+                shared.maxmemory.store(maxmemory, Ordering::Relaxed);
                 shared.parallel_batches.store(parallel, Ordering::Relaxed);
             }
             for t in 0..n {

@@ -12,6 +12,7 @@ use common::RawConn;
 struct Spawned {
     child: common::ServerProcess,
     conn: RawConn,
+    addr: std::net::SocketAddr,
     dir: std::path::PathBuf,
 }
 
@@ -21,7 +22,12 @@ impl Spawned {
         // A server that never answers is killed when `child` drops (`common::ServerProcess`).
         let (child, addr) = common::spawn_binary_with(&dir, "", extra);
         let conn = common::connect_when_ready(addr);
-        Spawned { child, conn, dir }
+        Spawned {
+            child,
+            conn,
+            addr,
+            dir,
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -153,6 +159,99 @@ fn maxmemory_counts_reserved_filters() {
     assert_eq!(s.conn.cmd_str(&["BF.ADD", "k1", "y"]), b":1\r\n");
     // The process itself stays small: nothing was written.
     assert!(s.peak_mb() < 60, "{} MB", s.peak_mb());
+}
+
+/// `maxmemory` no longer keeps writes off the shared keyspace lock (issue 15, target 4): from
+/// 32k keys on, a BF.ADD or CF.ADD of a missing key creates its filter there, and four connections
+/// pipelining such adds at once must still stop where the limit is, each refused add with
+/// Redis's OOM error and no key, every accepted one kept, and `used_memory` never past the limit
+/// (a filter's reservation is checked after it is made, on either path).
+#[test]
+fn maxmemory_holds_for_filters_created_from_many_connections() {
+    const CONNS: usize = 4;
+    const PER_CONN: usize = 128;
+    let mut s = Spawned::start(
+        "mem-maxmemory-shared",
+        &[
+            "--maxmemory",
+            "64mb",
+            "--bf-initial-size",
+            "2000000",
+            "--cf-initial-size",
+            "4000000",
+        ],
+    );
+    // 40k keys: new keys are added under the shared lock from 32k keys on.
+    let mut fill = Vec::new();
+    for i in 0..40_000 {
+        fill.extend_from_slice(&common::encode_command(&[
+            b"SET".as_slice(),
+            format!("fill:{i}").as_bytes(),
+            b"v",
+        ]));
+    }
+    s.conn.send_raw(&fill);
+    for _ in 0..40_000 {
+        assert_eq!(s.conn.read_reply(), b"+OK\r\n");
+    }
+    let addr = s.addr;
+    let workers: Vec<_> = (0..CONNS)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr);
+                let (mut accepted, mut refused) = (Vec::new(), 0);
+                for batch in 0..PER_CONN / 16 {
+                    // Bloom filters in even batches, cuckoo filters in odd ones.
+                    let command = [b"BF.ADD".as_slice(), b"CF.ADD"][batch % 2];
+                    let keys: Vec<String> = (0..16).map(|i| format!("f:{w}:{batch}:{i}")).collect();
+                    let mut out = Vec::new();
+                    for k in &keys {
+                        out.extend_from_slice(&common::encode_command(&[
+                            command,
+                            k.as_bytes(),
+                            b"item",
+                        ]));
+                    }
+                    c.send_raw(&out);
+                    for k in keys {
+                        match c.read_reply().as_slice() {
+                            b":1\r\n" => accepted.push((k, batch % 2 == 0)),
+                            r if r == OOM => refused += 1,
+                            r => panic!("{k}: {}", String::from_utf8_lossy(r)),
+                        }
+                    }
+                }
+                (accepted, refused)
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    let mut refused = 0;
+    for w in workers {
+        let (a, r) = w.join().unwrap();
+        accepted.extend(a);
+        refused += r;
+    }
+    // 2M items at 1 %: ~2.4 MB reserved a Bloom filter; 4M cuckoo slots, 4 MiB: 64 MB holds
+    // at most ~26 of the one, ~16 of the other.
+    assert!(
+        (8..=27).contains(&accepted.len()),
+        "{} accepted, {refused} refused",
+        accepted.len()
+    );
+    assert_eq!(accepted.len() + refused, CONNS * PER_CONN);
+    assert!(used_memory(&mut s.conn) <= 64 << 20);
+    let dbsize = format!(":{}\r\n", 40_000 + accepted.len());
+    assert_eq!(s.conn.cmd_str(&["DBSIZE"]), dbsize.as_bytes());
+    for (k, bloom) in &accepted {
+        let exists = if *bloom { "BF.EXISTS" } else { "CF.EXISTS" };
+        assert_eq!(s.conn.cmd_str(&[exists, k, "item"]), b":1\r\n", "{k}");
+    }
+    // Deleting gives the reservations back: adds are accepted again.
+    let mut del = vec!["DEL"];
+    del.extend(accepted.iter().map(|(k, _)| k.as_str()));
+    s.conn.cmd_str(&del);
+    assert_eq!(s.conn.cmd_str(&["BF.ADD", "again", "item"]), b":1\r\n");
 }
 
 /// Item 4 for count-min sketches: their counters are reserved at creation (RedisBloom `calloc`s

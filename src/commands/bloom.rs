@@ -279,15 +279,16 @@ fn with_reserve_argv<R>(
 /// run on it before it is added (`SharedDb::write_or_vacant`); answers `f`'s result and the
 /// parameters, for the `BF.RESERVE` that precedes the command in the write stream, as the
 /// exclusive path propagates it ([`with_default_filter`]). `None` (nothing changed) when the
-/// defaults cannot make a filter or `f` answers `None`.
+/// defaults cannot make a filter, its reservation does not fit under `max` (`maxmemory`: the
+/// exclusive path then answers the OOM error) or `f` answers `None`.
 fn create_shared<R>(
     vacancy: SharedVacancy,
     defaults: Option<&WriteConfig>,
+    max: u64,
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<(R, (f64, u64, u32))> {
     let (rate, capacity, expansion) = defaults?.bloom();
-    // `maxmemory` is 0 here: the shared path takes no write while it is set.
-    let mut value = new_filter(0, capacity, rate, expansion, false).ok()?;
+    let mut value = new_filter(max, capacity, rate, expansion, false).ok()?;
     let Value::Bloom(bf) = &mut value else {
         return None;
     };
@@ -400,7 +401,7 @@ fn on_shared_filter<R>(
     key: &[u8],
     f: impl FnOnce(&mut ScalingBloom) -> Option<R>,
 ) -> Option<R> {
-    let defaults = db.write_config;
+    let (defaults, max) = (db.write_config, db.maxmemory);
     let done = match db.write_or_vacant(key) {
         None => None,
         Some(SharedSlot::Live(e)) => match e.value {
@@ -408,7 +409,7 @@ fn on_shared_filter<R>(
             _ => None,
         },
         Some(SharedSlot::Vacant(v)) => {
-            create_shared(v, defaults, f).map(|(r, (rate, capacity, expansion))| {
+            create_shared(v, defaults, max, f).map(|(r, (rate, capacity, expansion))| {
                 db.propagate_before(|out| {
                     with_reserve_argv(key, rate, capacity, expansion, false, |argv| {
                         crate::engine::propagate::encode_command(out, argv)

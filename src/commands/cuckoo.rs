@@ -356,7 +356,7 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
     let Some(defaults) = db.write_config else {
         return super::shared_path::defer(db);
     };
-    let max_expansions = defaults.cf_max_expansions();
+    let (max_expansions, max) = (defaults.cf_max_expansions(), db.maxmemory);
     // A CF.ADD hashes its item whatever it finds (a missing key gets a filter).
     let h = item_hash(db.batch_hash(&argv[2]), &argv[2]);
     // Checked once, before the item, as `filter_for_insert` does.
@@ -383,9 +383,9 @@ fn add_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
         }
         Some(SharedSlot::Vacant(v)) => {
             let d = defaults.cuckoo();
-            // `maxmemory` is 0 here: the shared path takes no write while it is set.
+            // A reservation over `maxmemory` defers: the exclusive path answers the OOM error.
             let made = create(
-                0,
+                max,
                 d.initial_size,
                 d.bucket_size,
                 d.max_iterations,

@@ -75,6 +75,21 @@
 //! as the exclusive path writes it, `SET key value PXAT ms` (and with GET left out), through
 //! `SharedDb::propagate_as`.
 //!
+//! # maxmemory
+//! A `maxmemory` limit leaves writes on the shared path. With `noeviction`, the only policy
+//! hyperbloom carries out, the exclusive path does nothing for a write under the limit but run
+//! it, and refuses a deny-oom write over it with the OOM error; so does the shared path: the
+//! same check (`super::refuses`, `used_memory` against the limit) sends a deny-oom write over
+//! the limit back before it runs, and the exclusive path answers it. A write that creates a
+//! filter or sketch checks its reservation after making it, on both paths (`reservation_fits`),
+//! and on this one defers when it does not fit, before the key is added. Writes on other cores
+//! may allocate between a command's check and its write: the limit can be passed by what the
+//! commands running at that moment add, as Redis passes it by what one command adds (it checks
+//! only before each command); a reservation never passes it (each is checked after it is
+//! counted). Before 2026-12-07 any `maxmemory` kept every write exclusive: a production
+//! `redis.conf` with a limit lost the shared path's writes entirely (`BENCH_MAXMEMORY` in
+//! `examples/bench_scaling.rs` measures both).
+//!
 //! # When a command may take the shared path
 //! Only when it would do nothing on the exclusive path that the shared one cannot
 //! ([`try_shared`] checks, in this order):
@@ -87,7 +102,8 @@
 //! - neither the dispatcher's server-state refusals (loading, a disk error, MISCONF) nor
 //!   replication's (a stale or read-only replica, min-replicas-to-write) apply;
 //! - for a write, nothing else a write touches is in use ([`open_for_writes`]): no keyspace
-//!   events at all, no WATCHed key in the database, no `maxmemory`. The AOF and replicas may be
+//!   events at all, no WATCHed key in the database. `maxmemory` may be set (below, "maxmemory");
+//!   the AOF and replicas may be
 //!   attached (below);
 //! - the handler answered without an error (errors are counted in INFO errorstats, a write) and
 //!   did not defer. A read defers when it meets a key that is due (reclaiming it is a write,
@@ -485,19 +501,21 @@ enum Attempt {
 /// `dirty` and the write stream, nothing else, so whatever else the exclusive path does for a
 /// write must have nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT
 /// TRACKING's invalidations, which ride on them), no WATCHed key in the database (a write bumps
-/// its version), and no `maxmemory` (a write may have to evict first, or be refused). The AOF
+/// its version). `maxmemory` does not close it: with the `noeviction` policy (the only one
+/// implemented) a write under the limit runs as on the exclusive path, and a deny-oom write over
+/// it is refused there (`super::refuses` sends it back before it runs; see "maxmemory" in the
+/// module docs). The AOF
 /// and replicas may be attached: the write enters the stream under its stripe ([`try_shared`]);
 /// the next holder of the exclusive lock moves it into the backlog (`Shared::engine`), and the
 /// connection wakes the replica tasks after the batch. Only a backlog whose stream subscription
 /// does not exist yet (it is made by the first pump after the backlog) or that a replica keeps
 /// for its own sub-replicas (which Redis feeds from its primary's stream, not its clients')
 /// keeps writes exclusive.
-fn open_for_writes(shared: &Shared, engine: &Engine, db: &Db) -> bool {
+fn open_for_writes(engine: &Engine, db: &Db) -> bool {
     engine.store.notify_flags == 0
         && !db.has_watches()
         && (engine.repl.backlog.is_none()
             || (engine.repl_sub.is_some() && engine.repl.master.is_none()))
-        && shared.maxmemory.load(Ordering::Relaxed) == 0
 }
 
 /// True if nothing engine-wide keeps `client`'s read-only commands off the shared path.
@@ -561,7 +579,7 @@ fn try_shared(
         return Attempt::Rerun;
     };
     let write = spec.has(super::flags::WRITE);
-    if write && !open_for_writes(shared, engine, db) {
+    if write && !open_for_writes(engine, db) {
         return Attempt::Rerun;
     }
     join_run(run, engine, client, index);
@@ -591,6 +609,9 @@ fn try_shared(
             _ => view.hold(spec.key_iter(argv).map(|k| &k[..]), write),
         }
         view.write_config = Some(&shared.write_config);
+        if write {
+            view.maxmemory = shared.maxmemory.load(Ordering::Relaxed);
+        }
         if engine.stream.is_active() {
             view.set_stream_buffers(&mut client.prelude_scratch, &mut client.rewrite_scratch);
         }
@@ -1737,9 +1758,42 @@ mod tests {
             .set_notify_flags(events::KEYSPACE | events::STRING);
         assert!(!run(&shared, &mut c, &write, now).1);
         shared.engine().store.set_notify_flags(0);
-        // maxmemory.
+        // maxmemory: under it, writes stay shared (noeviction, the only policy, has nothing to
+        // do there); over it, a deny-oom write goes back to the exclusive path, which refuses
+        // it with Redis's OOM error, and a write that is not deny-oom stays.
         shared.maxmemory.store(1 << 40, Ordering::Relaxed);
-        assert!(!run(&shared, &mut c, &write, now).1);
+        assert!(run(&shared, &mut c, &write, now).1);
+        assert!(run(&shared, &mut c, &["INCR", "n"], now).1);
+        // Over: a reserved filter counts in `used_memory` (the unit tests have no counting
+        // allocator; other tests' reservations only add to it).
+        assert!(matches!(
+            run(
+                &shared,
+                &mut c,
+                &["BF.RESERVE", "reserved", "0.01", "100000"],
+                now
+            )
+            .0,
+            Reply::Status("OK")
+        ));
+        shared.maxmemory.store(1, Ordering::Relaxed);
+        let before = run_exclusive(&shared, &mut c, &["GET", "s"], now);
+        let (reply, stayed_shared) = run(&shared, &mut c, &write, now);
+        assert!(!stayed_shared);
+        assert_eq!(
+            format!("{reply:?}"),
+            format!(
+                "{:?}",
+                Reply::Error(crate::error::CmdError::Static(crate::error::OOM))
+            )
+        );
+        assert_eq!(
+            format!("{:?}", run_exclusive(&shared, &mut c, &["GET", "s"], now)),
+            format!("{before:?}")
+        );
+        // PERSIST is a write that is not deny-oom: Redis runs it over the limit.
+        let (reply, stayed_shared) = run(&shared, &mut c, &["PERSIST", "s"], now);
+        assert!(stayed_shared, "{reply:?}");
         shared.maxmemory.store(0, Ordering::Relaxed);
         // A consumer of the write stream (the AOF) leaves the path open: the write enters the
         // stream under its stripe.

@@ -84,8 +84,9 @@
 //! turns and multi-key reads stay linearizable. SET (no option), INCR/DECR/INCRBY/DECRBY, BF.ADD,
 //! BF.MADD (items that fit in the newest link), CF.ADD and PFADD (dense) have such write handlers
 //! for keys that exist and no snapshot can reach; anything else (a new key, a due one, a TTL to
-//! clear, an error, keyspace events, WATCH, maxmemory) defers to the exclusive path before
-//! changing anything. No handler of the exclusive path changed, and no `Db` method.
+//! clear, an error, keyspace events, WATCH, a deny-oom write over `maxmemory`) defers to the
+//! exclusive path before changing anything; a `maxmemory` limit alone does not (until 2026-12-07
+//! it kept every write exclusive). No handler of the exclusive path changed, and no `Db` method.
 //!
 //! The AOF does not close the path: the write stream sits behind a mutex
 //! (`engine::propagate::StreamCell`) that only shared writers take, each appending its encoded

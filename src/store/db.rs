@@ -269,6 +269,9 @@ pub struct SharedDb<'a> {
     /// The defaults an add that creates its filter takes, and `cf-max-expansions`, which CF.ADD
     /// checks (the shared path reads no config lock).
     pub write_config: Option<&'a WriteConfig>,
+    /// `maxmemory` (0 = no limit), set for a write: a filter it creates must fit under it
+    /// (`commands::reservation_fits`), or the write defers and the exclusive path refuses it.
+    pub maxmemory: u64,
     /// Where a write that creates a filter encodes the `BF.RESERVE` or `CF.RESERVE` it
     /// propagates before itself ([`SharedDb::propagate_before`]): given, emptied, only while the
     /// write stream has consumers (a buffer of the client's, so no allocation per command).
@@ -1218,6 +1221,7 @@ impl Db {
             inserted: 0,
             removed: 0,
             write_config: None,
+            maxmemory: 0,
             prelude: None,
             rewrite: None,
             first_key: (0, 0, 0),
