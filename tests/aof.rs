@@ -1282,3 +1282,30 @@ fn a_slow_startup_load_keeps_the_manifest() {
         child.kill9();
     }
 }
+
+/// Keyspace events set in the configuration fire after an AOF load at startup. The load builds
+/// the keyspace apart and swaps it in; the swapped-in databases had no events until a CONFIG
+/// SET, so `notify-keyspace-events` in a redis.conf with `appendonly yes` did nothing.
+#[test]
+fn keyspace_events_from_the_config_fire_after_an_aof_load() {
+    let dir = tempdir("aof-events");
+    let args = ["--appendonly", "yes", "--notify-keyspace-events", "E$"];
+    for round in 0..2 {
+        // The first start creates the AOF, the second loads it.
+        let (mut child, addr) = spawn_binary_with(&dir, "", &args);
+        let mut c = connect_when_ready(addr);
+        wait_loaded(&mut c);
+        let mut sub = RawConn::connect(addr);
+        assert_eq!(
+            sub.cmd_str(&["SUBSCRIBE", "__keyevent@0__:set"]),
+            b"*3\r\n$9\r\nsubscribe\r\n$18\r\n__keyevent@0__:set\r\n:1\r\n"
+        );
+        let key = format!("k{round}");
+        assert_eq!(c.cmd_str(&["SET", &key, "v"]), b"+OK\r\n");
+        let want = format!("*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$2\r\n{key}\r\n");
+        assert_eq!(sub.read_reply(), want.as_bytes(), "round {round}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -389,6 +389,12 @@ pub fn spawn_startup_load(
                 let result = load_aof(&shared, &mut fresh, &mut *replay).and_then(|()| {
                     let mut engine = shared.engine();
                     std::mem::swap(&mut engine.store.dbs, &mut fresh.store.dbs);
+                    // The loaded databases were made with no keyspace events: they take the
+                    // server's (`notify-keyspace-events` from the config file), as the RDB
+                    // load's do. Without this, events configured in the file never fired after
+                    // an AOF load until a CONFIG SET.
+                    let flags = engine.store.notify_flags;
+                    engine.store.set_notify_flags(flags);
                     drop(engine);
                     aof::open_at_startup(&shared).map_err(LoadError::Invalid)
                 });
