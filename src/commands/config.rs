@@ -103,6 +103,10 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     ctx.shared
         .maxmemory
         .store(updated.maxmemory, Ordering::Relaxed);
+    crate::engine::shared::apply_eviction_config(&updated);
+    ctx.shared
+        .maxmemory_evicts
+        .store(updated.maxmemory_policy != "noeviction", Ordering::Relaxed);
     ctx.store.set_notify_flags(updated.notify_keyspace_events);
     // Deliveries to subscribers apply the pubsub class under the keyspace lock, which this holds.
     ctx.pubsub.limit = Some(updated.client_obuf_limits.pubsub);
@@ -150,6 +154,7 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         &s.connections_received,
         &s.rejected_connections,
         &s.expired_keys,
+        &s.evicted_keys,
         &s.net_input_bytes,
         &s.net_output_bytes,
     ] {

@@ -170,7 +170,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let total_commands: u64 = ctx.command_stats().iter().map(|c| c.calls).sum();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 total_commands,
                 s.net_input_bytes.load(Ordering::Relaxed),
@@ -181,6 +181,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 ctx.repl.sync_partial_err,
                 s.expired_keys.load(Ordering::Relaxed)
                     + ctx.store.dbs.iter().map(|d| d.lazy_expired).sum::<u64>(),
+                s.evicted_keys.load(Ordering::Relaxed),
                 ctx.pubsub.len(Kind::Channel),
                 ctx.pubsub.numpat(),
                 ctx.pubsub.len(Kind::Shard),

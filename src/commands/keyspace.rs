@@ -47,7 +47,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, WRITE, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys.", del).shared_write(del_shared),
     cmd("unlink", -2, WRITE | FAST, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys.", del).shared_write(del_shared),
     cmd("exists", -2, READONLY | FAST, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist.", exists).shared_read(exists_shared),
-    cmd("touch", -2, READONLY | FAST, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", exists),
+    cmd("touch", -2, READONLY | FAST, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", touch),
     cmd("type", 2, READONLY | FAST, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key.", type_cmd),
     cmd("keys", 2, READONLY, 0, 0, 0, "generic", "1.0.0", "Returns all key names that match a pattern.", keys),
     cmd("scan", -2, READONLY, 0, 0, 0, "generic", "2.8.0", "Iterates over the key names in the database.", scan),
@@ -119,9 +119,19 @@ fn del_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
         .map_or(Reply::Null, |n| Reply::Int(n as i64)))
 }
 
-/// `EXISTS key [key ...]` / `TOUCH` → how many of the arguments exist (a repeated key counts again).
+/// `EXISTS key [key ...]` → how many of the arguments exist (a repeated key counts again); the
+/// keys' idle times stay as they were (Redis's `LOOKUP_NOTOUCH`).
 fn exists(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     exists_on(ctx.db(), argv)
+}
+
+/// `TOUCH key [key ...]` → how many of the arguments exist, each access recorded (idle time 0,
+/// the LFU counter fed).
+fn touch(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    Ok(Reply::Int(
+        argv[1..].iter().filter(|k| db.lookup(k).is_some()).count() as i64,
+    ))
 }
 
 fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
@@ -130,13 +140,16 @@ fn exists_shared(db: &mut SharedDb, argv: &[Bytes]) -> CmdResult {
 
 fn exists_on(db: &mut impl ReadView, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(
-        argv[1..].iter().filter(|k| db.read(k).is_some()).count() as i64,
+        argv[1..]
+            .iter()
+            .filter(|k| db.read_notouch(k).is_some())
+            .count() as i64,
     ))
 }
 
 /// `TYPE key` → status `string`, a module type name, or `none`.
 fn type_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    Ok(Reply::Status(match ctx.db().lookup(&argv[1]) {
+    Ok(Reply::Status(match ctx.db().lookup_notouch(&argv[1]) {
         Some(v) => v.type_name(),
         None => "none",
     }))
@@ -545,7 +558,7 @@ fn expire_variant(name: &[u8]) -> (bool, bool, &'static str) {
 /// (`commands::shared_path`).
 fn ttl_generic(db: &mut impl ReadView, key: &[u8], ms: bool, absolute: bool) -> CmdResult {
     let now = db.clock() as i64;
-    if db.read(key).is_none() {
+    if db.read_notouch(key).is_none() {
         return Ok(Reply::Int(-2));
     }
     let Some(when) = db.expiry(key) else {
@@ -633,7 +646,7 @@ fn object_container(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `OBJECT ENCODING key` → the encoding name, or null for a missing key.
 fn object_encoding(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
-    let Some(v) = db.lookup(&argv[2]) else {
+    let Some(v) = db.lookup_notouch(&argv[2]) else {
         return Ok(Reply::Null);
     };
     let derived = v.encoding_name();
@@ -646,35 +659,40 @@ fn lfu_policy(ctx: &Ctx) -> bool {
     ctx.config().maxmemory_policy.contains("lfu")
 }
 
-/// `OBJECT FREQ key` → the LFU counter; an error unless an LFU policy is selected. hyperbloom does
-/// not track access frequency: it reports Redis's initial counter (5, `LFU_INIT_VAL`).
+/// `OBJECT FREQ key` → the key's LFU counter, decayed to now (`store::access`); an error unless
+/// an LFU policy is selected. The look itself is not an access.
 fn object_freq(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if ctx.db().lookup(&argv[2]).is_none() {
+    let Some(bits) = ctx.db().access_of(&argv[2]) else {
         return Ok(Reply::Null);
-    }
+    };
     if !lfu_policy(ctx) {
         return Err(CmdError::Static(error::OBJECT_FREQ_NO_LFU));
     }
-    Ok(Reply::Int(5))
+    Ok(Reply::Int(
+        crate::store::access::decayed_counter(bits) as i64
+    ))
 }
 
-/// `OBJECT IDLETIME key` → seconds since last access. hyperbloom does not track access times and
-/// reports 0.
+/// `OBJECT IDLETIME key` → whole seconds since the key's last access (`store::access`, 1 s
+/// resolution as Redis's LRU clock); an error under an LFU policy. The look itself is not an
+/// access.
 fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    if ctx.db().lookup(&argv[2]).is_none() {
+    let Some(bits) = ctx.db().access_of(&argv[2]) else {
         return Ok(Reply::Null);
-    }
+    };
     if lfu_policy(ctx) {
         return Err(CmdError::Static(error::OBJECT_IDLETIME_LFU));
     }
-    Ok(Reply::Int(0))
+    Ok(Reply::Int(
+        (crate::store::access::idle_ms(bits) / 1000) as i64,
+    ))
 }
 
 /// `OBJECT REFCOUNT key` → 1, or `INT_MAX` for the small integers Redis shares (0..9999).
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let overridden = db.encoding_override(&argv[2]).is_some();
-    Ok(match db.lookup(&argv[2]) {
+    Ok(match db.lookup_notouch(&argv[2]) {
         None => Reply::Null,
         Some(Value::Str(s))
             if !overridden

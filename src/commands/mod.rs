@@ -1039,6 +1039,14 @@ fn dispatch_inner(
         engine.stats[index].rejected += 1;
         return Reply::Error(CmdError::Static(error::MONITOR_KEYSPACE));
     }
+    // As Redis's processCommand, before the command is queued or run: evict keys while over
+    // `maxmemory` (a deny-oom command still over it is refused below, `refuse`). Not for the
+    // link to our primary, nor for the AOF's replay.
+    let eviction = if !client.is_master && !client.replaying {
+        crate::engine::evict::perform(shared, engine)
+    } else {
+        crate::engine::evict::Outcome::Ok
+    };
     // As Redis's processCommand, before the command is queued or run: keep the tracking table
     // within tracking-table-max-keys.
     engine
@@ -1063,7 +1071,16 @@ fn dispatch_inner(
         return Reply::Error(refusal);
     }
     if let Some(refusal) = refuse(shared, spec) {
-        return reject(engine, client, index, spec, refusal);
+        // Under a policy that evicts, the eviction run above decided, as Redis's
+        // performEvictions does: only a run with nothing left to evict refuses the command
+        // (one that stopped on its time budget lets it run, EVICT_RUNNING), whatever
+        // `used_memory` reads now (other threads allocate meanwhile: the AOF writer).
+        let evicted_enough = eviction != crate::engine::evict::Outcome::Failed
+            && shared.maxmemory_evicts.load(Ordering::Relaxed)
+            && matches!(refusal, CmdError::Static(e) if e == error::OOM);
+        if !evicted_enough {
+            return reject(engine, client, index, spec, refusal);
+        }
     }
     run(shared, engine, client, index, spec, argv, now_ms)
 }

@@ -76,11 +76,12 @@
 //! `SharedDb::propagate_as`.
 //!
 //! # maxmemory
-//! A `maxmemory` limit leaves writes on the shared path. With `noeviction`, the only policy
-//! hyperbloom carries out, the exclusive path does nothing for a write under the limit but run
-//! it, and refuses a deny-oom write over it with the OOM error; so does the shared path: the
-//! same check (`super::refuses`, `used_memory` against the limit) sends a deny-oom write over
-//! the limit back before it runs, and the exclusive path answers it. A write that creates a
+//! A `maxmemory` limit leaves writes on the shared path. Under the limit the exclusive path does
+//! nothing for a write but run it (there is nothing to evict); over it, it first evicts by
+//! `maxmemory-policy` (`engine::evict`), and refuses a deny-oom write with the OOM error when
+//! nothing could be evicted (or under `noeviction`). The shared path runs a write under the
+//! limit, and sends a deny-oom write over it back before it runs, by the same check
+//! (`super::refuses`, `used_memory` against the limit): the exclusive path evicts or answers. A write that creates a
 //! filter or sketch checks its reservation after making it, on both paths (`reservation_fits`),
 //! and on this one defers when it does not fit, before the key is added. Writes on other cores
 //! may allocate between a command's check and its write: the limit can be passed by what the
@@ -501,10 +502,9 @@ enum Attempt {
 /// `dirty` and the write stream, nothing else, so whatever else the exclusive path does for a
 /// write must have nothing to do. No keyspace events (`notify-keyspace-events`, and CLIENT
 /// TRACKING's invalidations, which ride on them), no WATCHed key in the database (a write bumps
-/// its version). `maxmemory` does not close it: with the `noeviction` policy (the only one
-/// implemented) a write under the limit runs as on the exclusive path, and a deny-oom write over
-/// it is refused there (`super::refuses` sends it back before it runs; see "maxmemory" in the
-/// module docs). The AOF
+/// its version). `maxmemory` does not close it: a write under the limit runs as on the
+/// exclusive path, and a deny-oom write over it is sent there to evict or be refused
+/// (`super::refuses` sends it back before it runs; see "maxmemory" in the module docs). The AOF
 /// and replicas may be attached: the write enters the stream under its stripe ([`try_shared`]);
 /// the next holder of the exclusive lock moves it into the backlog (`Shared::engine`), and the
 /// connection wakes the replica tasks after the batch. Only a backlog whose stream subscription
@@ -1758,7 +1758,7 @@ mod tests {
             .set_notify_flags(events::KEYSPACE | events::STRING);
         assert!(!run(&shared, &mut c, &write, now).1);
         shared.engine().store.set_notify_flags(0);
-        // maxmemory: under it, writes stay shared (noeviction, the only policy, has nothing to
+        // maxmemory: under it, writes stay shared (no policy has anything to
         // do there); over it, a deny-oom write goes back to the exclusive path, which refuses
         // it with Redis's OOM error, and a write that is not deny-oom stays.
         shared.maxmemory.store(1 << 40, Ordering::Relaxed);

@@ -51,7 +51,15 @@ pub struct Config {
     pub loglevel: String,
     pub logfile: String,
     pub maxmemory: u64,
+    /// `maxmemory-policy`: one of [`MAXMEMORY_POLICIES`], lowercase.
     pub maxmemory_policy: String,
+    /// `maxmemory-samples`: keys sampled per eviction pick (`commands::evict`).
+    pub maxmemory_samples: u32,
+    /// `lfu-log-factor` and `lfu-decay-time` (`store::access`).
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time: u32,
+    /// `lazyfree-lazy-eviction`: evicted keys propagate as UNLINK instead of DEL.
+    pub lazyfree_lazy_eviction: bool,
     /// `notify-keyspace-events` as class bits ([`crate::events`]).
     pub notify_keyspace_events: u32,
     pub proto_max_bulk_len: usize,
@@ -154,6 +162,10 @@ impl Default for Config {
             logfile: String::new(),
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            maxmemory_samples: 5,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
+            lazyfree_lazy_eviction: false,
             notify_keyspace_events: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
@@ -267,6 +279,18 @@ pub struct Directive {
     /// One line for the sample config and CONFIG docs.
     pub doc: &'static str,
 }
+
+/// The values `maxmemory-policy` takes, in the order Redis's error lists them.
+pub const MAXMEMORY_POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
 
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
@@ -677,7 +701,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "maxmemory",
-        doc: "Refuse deny-oom commands above this many bytes (0 = no limit).",
+        doc: "Memory limit: above it, evict by maxmemory-policy or refuse deny-oom commands (0 = no limit).",
         mutable: true,
         get: |c| c.maxmemory.to_string(),
         set: |c, a| {
@@ -687,11 +711,58 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "maxmemory-policy",
-        doc: "Only noeviction is implemented; other names are accepted and act as noeviction.",
+        doc: "What to evict over maxmemory: noeviction, allkeys-/volatile-lru, -lfu, -random, volatile-ttl.",
         mutable: true,
         get: |c| c.maxmemory_policy.clone(),
         set: |c, a| {
-            c.maxmemory_policy = one(a)?.to_ascii_lowercase();
+            let policy = one(a)?.to_ascii_lowercase();
+            if !MAXMEMORY_POLICIES.contains(&policy.as_str()) {
+                return Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    MAXMEMORY_POLICIES.join(", ")
+                ));
+            }
+            c.maxmemory_policy = policy;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-samples",
+        doc: "Keys sampled for each eviction (LRU, LFU and TTL policies).",
+        mutable: true,
+        get: |c| c.maxmemory_samples.to_string(),
+        set: |c, a| {
+            c.maxmemory_samples = parse_num(a, 1, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lfu-log-factor",
+        doc: "How slowly the LFU counter grows (LFU policies).",
+        mutable: true,
+        get: |c| c.lfu_log_factor.to_string(),
+        set: |c, a| {
+            c.lfu_log_factor = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lfu-decay-time",
+        doc: "Minutes for the LFU counter to lose one (0 = never).",
+        mutable: true,
+        get: |c| c.lfu_decay_time.to_string(),
+        set: |c, a| {
+            c.lfu_decay_time = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "lazyfree-lazy-eviction",
+        doc: "Evicted keys reach the AOF and replicas as UNLINK instead of DEL.",
+        mutable: true,
+        get: |c| yes_no(c.lazyfree_lazy_eviction),
+        set: |c, a| {
+            c.lazyfree_lazy_eviction = parse_bool(a)?;
             Ok(())
         },
     },

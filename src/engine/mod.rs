@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::store::db::Store;
 
 pub mod alloc;
+pub mod evict;
 pub mod notify;
 pub mod propagate;
 pub mod pubsub;
@@ -98,6 +99,8 @@ pub struct Engine {
     /// From then on no command may run: whoever takes the lock and finds it set must drop its
     /// requests unanswered, so every reply ever sent describes state that is in the saved file.
     pub shut_down: bool,
+    /// `maxmemory` eviction's pool of candidates and cursor ([`evict`]).
+    pub eviction: evict::EvictionState,
 }
 
 impl Engine {
@@ -116,6 +119,7 @@ impl Engine {
             repl_scratch: Vec::new(),
             stream: StreamCell::new(),
             shut_down: false,
+            eviction: evict::EvictionState::default(),
         }
     }
 
@@ -217,8 +221,8 @@ impl Engine {
         }
         self.stream.get_mut().end_unit();
         for (i, db) in self.store.dbs.iter_mut().enumerate() {
-            for key in db.expired_log.drain(..) {
-                self.stream.get_mut().emit(i, &[b"DEL" as &[u8], &key]);
+            for (verb, key) in db.expired_log.drain(..) {
+                self.stream.get_mut().emit(i, &[verb, &key]);
             }
         }
     }
@@ -229,8 +233,8 @@ impl Engine {
 pub fn push_expired(store: &mut Store, stream: &mut WriteStream) {
     for (i, db) in store.dbs.iter_mut().enumerate() {
         if !db.expired_log.is_empty() {
-            for key in db.expired_log.drain(..) {
-                stream.push(i, &[b"DEL" as &[u8], &key]);
+            for (verb, key) in db.expired_log.drain(..) {
+                stream.push(i, &[verb, &key]);
             }
         }
     }

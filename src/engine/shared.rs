@@ -259,6 +259,8 @@ pub struct Stats {
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// Keys deleted by `maxmemory` eviction (INFO `evicted_keys`).
+    pub evicted_keys: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub net_repl_input_bytes: AtomicU64,
@@ -518,6 +520,8 @@ pub struct Shared {
     pub config_gen: AtomicU64,
     /// Mirrors of config values read on the hot path without the config lock.
     pub maxmemory: AtomicU64,
+    /// Whether `maxmemory-policy` evicts (anything but `noeviction`).
+    pub maxmemory_evicts: AtomicBool,
     /// Mirrors of the replication settings the dispatcher checks per write.
     pub repl_knobs: ReplKnobs,
     /// The `bf-*` and `cf-*` defaults (and `cf-max-expansions`), for adds on the shared path,
@@ -548,12 +552,25 @@ pub struct Shared {
     pub repl_target: tokio::sync::watch::Sender<u64>,
 }
 
+/// Hands the eviction policy's kind and the LFU parameters to the keys' access clocks
+/// (`store::access`), at startup and after CONFIG SET.
+pub fn apply_eviction_config(config: &Config) {
+    crate::store::access::set_policy(
+        config.maxmemory_policy.contains("lfu"),
+        config.lfu_log_factor,
+        config.lfu_decay_time,
+    );
+}
+
 impl Shared {
     /// The state of a new server; `commands` is the size of the command table (for its statistics).
     pub fn new(config: Config, commands: usize) -> Arc<Shared> {
+        apply_eviction_config(&config);
+        crate::store::access::tick(crate::engine::now_ms());
         let mut engine = Engine::new(config.databases, commands);
         engine.store.set_notify_flags(config.notify_keyspace_events);
         let maxmemory = config.maxmemory;
+        let evicts = config.maxmemory_policy != "noeviction";
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -572,6 +589,7 @@ impl Shared {
             bgsave_failed: AtomicBool::new(false),
             config_gen: AtomicU64::new(0),
             maxmemory: AtomicU64::new(maxmemory),
+            maxmemory_evicts: AtomicBool::new(evicts),
             repl_knobs: knobs,
             write_config: crate::store::db::WriteConfig::default(),
             parallel_batches: AtomicBool::new(false),

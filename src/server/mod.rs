@@ -595,6 +595,9 @@ async fn cron(shared: Arc<Shared>) {
         timer::sleep(Duration::from_millis(1000 / hz as u64)).await;
         clock::calibrate();
         let now = crate::commands::now_ms();
+        // The keys' access clocks (LRU seconds, LFU minutes), as Redis's serverCron updates
+        // `server.lruclock`: every access reads them, none reads the time.
+        crate::store::access::tick(now);
         if now / 1000 != last_second {
             last_second = now / 1000;
             replica::cron(&shared, last_second);
@@ -618,9 +621,13 @@ async fn cron(shared: Arc<Shared>) {
             for db in engine.store.dbs.iter_mut() {
                 db.shrink_if_sparse();
             }
+            // Over `maxmemory`, eviction goes on between commands too (Redis's eviction timer).
+            let evicted_before = shared.stats.evicted_keys.load(Ordering::Relaxed);
+            crate::engine::evict::perform(&shared, &mut engine);
+            let evicted = shared.stats.evicted_keys.load(Ordering::Relaxed) != evicted_before;
             engine.emit_expired();
             engine.pump_repl();
-            if expired > 0 {
+            if expired > 0 || evicted {
                 let engine = &mut *engine;
                 crate::engine::notify::publish_events(
                     &mut engine.store,

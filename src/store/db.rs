@@ -63,8 +63,12 @@ pub type KeyMap<V> = HashMap<Bytes, V, ahash::RandomState>;
 /// (a lookup reclaims a due key and raises `keymiss`, as Redis's `lookupKeyRead`), and
 /// [`SharedDb`] under the shared lock.
 pub trait ReadView {
-    /// The live value of `key`.
+    /// The live value of `key`, its access recorded (`store::access`).
     fn read(&mut self, key: &[u8]) -> Option<&Value>;
+
+    /// [`ReadView::read`] without recording an access: Redis's `LOOKUP_NOTOUCH` (EXISTS, TTL
+    /// and the like leave the key's idle time as it was).
+    fn read_notouch(&mut self, key: &[u8]) -> Option<&Value>;
 
     /// The TTL (unix ms) of `key`, which [`ReadView::read`] has just found live.
     fn expiry(&mut self, key: &[u8]) -> Option<u64>;
@@ -154,6 +158,10 @@ impl ReadView for Db {
         self.lookup(key)
     }
 
+    fn read_notouch(&mut self, key: &[u8]) -> Option<&Value> {
+        self.lookup_notouch(key)
+    }
+
     fn expiry(&mut self, key: &[u8]) -> Option<u64> {
         self.expire_at(key)
     }
@@ -164,6 +172,13 @@ impl ReadView for Db {
 }
 
 pub use super::keytable::{held, stripe_of, STRIPES};
+
+/// `e`'s value, its access recorded (a lookup Redis does not flag `NOTOUCH`).
+#[inline]
+fn touched(e: &Entry) -> &Value {
+    e.touch();
+    e.value()
+}
 
 /// One stripe on a cache line of its own, so that two cores locking neighbouring stripes do not
 /// share a line.
@@ -717,6 +732,8 @@ impl<'a> SharedDb<'a> {
                 return None;
             }
         };
+        // The access bits are atomics, apart from the value and the code.
+        entry.touch();
         let (value, enc) = entry.shared_write_parts();
         // SAFETY: the block is live and stays so: the keyspace lock is held shared for `'a`, so
         // no entry is removed or replaced, and `find_for_write` saw no snapshot holding it, which
@@ -882,8 +899,11 @@ impl SharedVacancy<'_, '_> {
     }
 }
 
-impl ReadView for SharedDb<'_> {
-    fn read(&mut self, key: &[u8]) -> Option<&Value> {
+impl SharedDb<'_> {
+    /// The live entry of `key` for a read; `None` with the command deferred when its stripe is
+    /// not held or the key is due (reclaiming it is a write).
+    #[inline]
+    fn read_entry(&mut self, key: &[u8]) -> Option<&Entry> {
         let h = self.hash(key);
         if !self.holds(stripe_of(h), false)
             || (self.db.table.expires_len() != 0 && self.db.due_at(h, key, self.now_ms))
@@ -891,7 +911,17 @@ impl ReadView for SharedDb<'_> {
             self.deferred = true;
             return None;
         }
-        self.db.table.find(h, key).map(Entry::value)
+        self.db.table.find(h, key)
+    }
+}
+
+impl ReadView for SharedDb<'_> {
+    fn read(&mut self, key: &[u8]) -> Option<&Value> {
+        self.read_entry(key).map(touched)
+    }
+
+    fn read_notouch(&mut self, key: &[u8]) -> Option<&Value> {
+        self.read_entry(key).map(Entry::value)
     }
 
     fn expiry(&mut self, key: &[u8]) -> Option<u64> {
@@ -1053,6 +1083,36 @@ impl ExpiryQueues {
         None
     }
 
+    /// A key with a TTL drawn by `draw`: from the first non-empty set at or after a random
+    /// stripe, the first key due at or after a random instant between its earliest and latest
+    /// deadlines (an approximation of a uniform draw; Redis samples its expires dictionary).
+    /// With `earliest`, the set's first key.
+    fn random_key(&mut self, draw: u64, earliest: bool) -> Option<Bytes> {
+        let start = (draw as usize) % self.sets.len();
+        for i in 0..self.sets.len() {
+            let set = self.set_mut((start + i) % STRIPES);
+            let (Some((first, key)), Some((last, _))) = (set.first(), set.last()) else {
+                continue;
+            };
+            if earliest {
+                return Some(key.clone());
+            }
+            let span = last - first;
+            let at = first
+                + if span == 0 {
+                    0
+                } else {
+                    (draw >> 8) % (span + 1)
+                };
+            return set
+                .range((at, Bytes::new())..)
+                .next()
+                .or_else(|| set.first())
+                .map(|(_, k)| k.clone());
+        }
+        None
+    }
+
     #[cfg(test)]
     fn len(&mut self) -> usize {
         (0..self.sets.len()).map(|i| self.set_mut(i).len()).sum()
@@ -1086,8 +1146,10 @@ pub struct Db {
     pub shared_dirty: SharedCount,
     /// Record keys deleted by expiry in `expired_log` (on while the write stream has consumers).
     pub log_expired: bool,
-    /// Keys deleted by lazy or active expiry, oldest first, until the dispatcher drains them.
-    pub expired_log: Vec<Bytes>,
+    /// Keys deleted by lazy or active expiry or by eviction, oldest first, with the command that
+    /// propagates each (`DEL`, or `UNLINK` for an eviction under `lazyfree-lazy-eviction`), until
+    /// the dispatcher drains them.
+    pub expired_log: Vec<(&'static [u8], Bytes)>,
     /// The `notify-keyspace-events` classes in force ([`crate::events`]); 0 = none, the common case,
     /// which costs one branch per event.
     pub notify_flags: u32,
@@ -1406,20 +1468,37 @@ impl Db {
         self.track(events::TRACKED, key);
     }
 
-    /// Read lookup: the value, unless absent or expired.
+    /// Read lookup: the value, unless absent or expired; the access is recorded.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Value> {
+        self.lookup_entry(key).map(touched)
+    }
+
+    /// [`Db::lookup`] without recording the access (Redis's `LOOKUP_NOTOUCH`: EXISTS, TYPE,
+    /// TTL, OBJECT).
+    pub fn lookup_notouch(&mut self, key: &[u8]) -> Option<&Value> {
+        self.lookup_entry(key).map(Entry::value)
+    }
+
+    /// The key's access bits (`store::access`), not counting this look (OBJECT IDLETIME and
+    /// FREQ), as [`Db::lookup_notouch`] finds the key.
+    pub fn access_of(&mut self, key: &[u8]) -> Option<u32> {
+        self.lookup_entry(key).map(Entry::access)
+    }
+
+    #[inline]
+    fn lookup_entry(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_due(key);
         if self.notify_flags & events::KEY_MISS != 0 && !self.has(key) {
             self.notify(events::KEY_MISS, "keymiss", key);
         }
-        self.get(key).map(Entry::value)
+        self.get(key)
     }
 
     /// Read lookup that raises no key-miss event (Redis's LOOKUP_NONOTIFY, used where a command
     /// checks for a key it is about to write).
     pub fn lookup_quiet(&mut self, key: &[u8]) -> Option<&Value> {
         self.expire_if_due(key);
-        self.get(key).map(Entry::value)
+        self.get(key).map(touched)
     }
 
     /// Read lookup that does not reclaim (for commands that must not write, e.g. inside a snapshot
@@ -1456,6 +1535,7 @@ impl Db {
         let Some(e) = self.table.find_mut(h, key) else {
             return TypedLookup::Missing;
         };
+        e.touch();
         if !is_type(e.value()) {
             return TypedLookup::OtherType;
         }
@@ -1480,6 +1560,7 @@ impl Db {
     pub fn lookup_mut_unsignalled(&mut self, key: &[u8]) -> Option<&mut Value> {
         self.expire_if_due(key);
         let e = self.get_mut(key)?;
+        e.touch();
         // Redis unshares a string before writing into it: OBJECT ENCODING then says `raw`.
         if matches!(e.value(), Value::Str(_)) {
             e.set_enc(enc_code(Some("raw")));
@@ -1505,6 +1586,7 @@ impl Db {
             return None;
         }
         let e = self.get_mut(key)?;
+        e.touch();
         if matches!(e.value(), Value::Str(_)) && unshare(e.value()) {
             e.set_enc(enc_code(Some("raw")));
         }
@@ -1607,6 +1689,74 @@ impl Db {
         Some(v)
     }
 
+    /// Evicts `key` (`maxmemory`): removes it and its TTL, signals the change (WATCH, tracking)
+    /// and raises `evicted`, in Redis's order, and records it for propagation as `DEL`, or
+    /// `UNLINK` when `unlink` (`lazyfree-lazy-eviction`). Like Redis's eviction it does not count
+    /// in `dirty`. False if the key was not there.
+    pub fn evict(&mut self, key: &[u8], unlink: bool) -> bool {
+        self.clear_expire(key);
+        if self.take(key).is_none() {
+            return false;
+        }
+        self.bump_watch(key);
+        self.track(events::TRACKED, key);
+        self.notify(events::EVICTED, "evicted", key);
+        if self.log_expired {
+            let verb: &'static [u8] = if unlink { b"UNLINK" } else { b"DEL" };
+            self.expired_log.push((verb, Bytes::copy_from_slice(key)));
+        }
+        true
+    }
+
+    /// Eviction candidates (`maxmemory`): `n` draws of a random key, or with `volatile` of a
+    /// random key with a TTL, each pushed to `out` with its access bits and deadline. Draws may
+    /// repeat a key; a database with no (volatile) key gives none. `seed` advances.
+    /// With `earliest` (volatile-ttl), each draw is instead the key due first in a random
+    /// stripe's expiry queue: the queues are ordered, so a draw is the nearest deadline of
+    /// 1/256 of the keys, where Redis's sample is a random key.
+    pub fn eviction_sample(
+        &mut self,
+        n: usize,
+        volatile: bool,
+        earliest: bool,
+        seed: &mut u64,
+        out: &mut Vec<(Bytes, u32, Option<u64>)>,
+    ) {
+        for _ in 0..n {
+            let draw = super::splitmix64(seed);
+            let key = if volatile {
+                match self.expire_queue.random_key(draw, earliest) {
+                    Some(k) => k,
+                    None => return,
+                }
+            } else {
+                match self.table.random_entry(draw) {
+                    Some(e) => Bytes::copy_from_slice(e.key()),
+                    None => return,
+                }
+            };
+            let h = self.hash(&key);
+            let Some(e) = self.table.find(h, &key) else {
+                continue;
+            };
+            let access = e.access();
+            let ttl = if self.table.expires_len() != 0 {
+                self.table.expiry(h, &key)
+            } else {
+                None
+            };
+            out.push((key, access, ttl));
+        }
+    }
+
+    /// Whether `key` exists and (with `volatile`) has a TTL: an eviction pool's candidate is
+    /// still one.
+    pub fn eviction_candidate(&self, key: &[u8], volatile: bool) -> bool {
+        let h = self.hash(key);
+        self.table.find(h, key).is_some()
+            && (!volatile || (self.table.expires_len() != 0 && self.table.expiry(h, key).is_some()))
+    }
+
     /// Deletes a key whose deadline passed, recording it for propagation.
     fn remove_expired(&mut self, key: &[u8]) {
         self.clear_expire(key);
@@ -1615,7 +1765,7 @@ impl Db {
             self.notify(events::EXPIRED, "expired", key);
             self.touch_expired(key);
             if self.log_expired {
-                self.expired_log.push(Bytes::copy_from_slice(key));
+                self.expired_log.push((b"DEL", Bytes::copy_from_slice(key)));
             }
         }
     }

@@ -7,8 +7,8 @@
 //! pointer (the slot is 8 bytes plus hashbrown's control byte) to one block:
 //!
 //! ```text
-//!  offset 0                 32             34     35           35+n
-//!  [ Value (32 bytes)      ][holders u16  ][enc ][len varint n][key bytes ...]
+//!  offset 0                 32             34     35          36          38           38+n
+//!  [ Value (32 bytes)      ][holders u16  ][enc ][access hi ][access lo ][len varint n][key ...]
 //! ```
 //! - `Value` first, so it is aligned; a short string lives inside it (`store::string`).
 //! - `holders`: how many key table segments point at the block (an atomic count, as in `Arc`).
@@ -21,26 +21,36 @@
 //! - `enc` is the `OBJECT ENCODING` override code (0 = none): Redis reports strings modified in
 //!   place as `raw` however short, and every HLL is `raw`. Kept here instead of in a side map, and
 //!   changed in place.
+//! - `access`: the key's 24 access bits for `maxmemory` eviction, an LRU clock or an LFU counter
+//!   (`store::access`), as Redis's `robj.lru`: a byte and a `u16`, each atomic, so that readers
+//!   under the shared keyspace lock may record an access through `&Entry`, in a block a snapshot
+//!   may share too (the snapshot reads only the key and the value). The two halves are written
+//!   one after the other: a reader racing a writer may see one half of each, an approximate
+//!   clock for an approximate LRU, never anything unsound.
 //! - the key length as LEB128 (1 byte up to 127), then the key bytes.
 //!
-//! A 16-byte key with an inline string is a 52-byte block, a 64-byte glibc chunk (keys up to 20
-//! bytes fit it; before the count, 22). The map hashes
+//! A 16-byte key with an inline string is a 55-byte block, a 64-byte glibc chunk (keys up to 17
+//! bytes fit it; before the access bits, 20; before the count, 22). The map hashes
 //! the key bytes; the entry does not cache the hash (rehashing on growth recomputes it, which is
 //! cheap for short keys and keeps the block within its size class).
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU16, AtomicU64, AtomicU8, Ordering};
 
 use super::value::Value;
 
 const VALUE_SIZE: usize = std::mem::size_of::<Value>();
 const COUNT_OFF: usize = VALUE_SIZE;
 const ENC_OFF: usize = COUNT_OFF + 2;
-const LEN_OFF: usize = ENC_OFF + 1;
+const ACCESS_HI_OFF: usize = ENC_OFF + 1;
+const ACCESS_LO_OFF: usize = ACCESS_HI_OFF + 1;
+const LEN_OFF: usize = ACCESS_LO_OFF + 2;
 // The count is an AtomicU16 at COUNT_OFF: the block is aligned for Value, which is at least as
 // aligned as u16, and COUNT_OFF is a multiple of 2.
+// The same for the access bits' low half, a u16 at ACCESS_LO_OFF.
 const _: () = assert!(std::mem::align_of::<Value>() >= 2 && COUNT_OFF.is_multiple_of(2));
+const _: () = assert!(ACCESS_LO_OFF.is_multiple_of(2));
 
 /// Past this many holders a clone copies the block instead of sharing it (the count cannot
 /// overflow: only the live table's thread clones, one count at a time).
@@ -93,8 +103,14 @@ fn layout(key_len: usize) -> Layout {
 }
 
 impl Entry {
-    /// A new block holding `value`, encoding code `enc` and a copy of `key`.
+    /// A new block holding `value`, encoding code `enc` and a copy of `key`, accessed now
+    /// (`store::access::initial`).
     pub fn new(key: &[u8], enc: u8, value: Value) -> Entry {
+        Entry::with_access(key, enc, value, super::access::initial())
+    }
+
+    /// A new block as [`Entry::new`] makes it, with the access bits `access`.
+    fn with_access(key: &[u8], enc: u8, value: Value, access: u32) -> Entry {
         let layout = layout(key.len());
         // SAFETY: the layout has a non-zero size (it holds a Value).
         let p = unsafe { alloc::alloc(layout) };
@@ -102,12 +118,18 @@ impl Entry {
             alloc::handle_alloc_error(layout)
         };
         // SAFETY: the block is `layout.size()` bytes, aligned for Value; every write below is
-        // within it: the Value at 0, the code at ENC_OFF, the varint and then the key, which end
-        // exactly at the block's size.
+        // within it: the Value at 0, the code at ENC_OFF, the access bits at ACCESS_HI_OFF and
+        // ACCESS_LO_OFF (aligned for u16, asserted at the constants), the varint and then the
+        // key, which end exactly at the block's size.
         unsafe {
             p.as_ptr().cast::<Value>().write(value);
             p.as_ptr().add(COUNT_OFF).cast::<u16>().write(1);
             p.as_ptr().add(ENC_OFF).write(enc);
+            p.as_ptr().add(ACCESS_HI_OFF).write((access >> 16) as u8);
+            p.as_ptr()
+                .add(ACCESS_LO_OFF)
+                .cast::<u16>()
+                .write(access as u16);
             let mut at = p.as_ptr().add(LEN_OFF);
             let mut n = key.len();
             loop {
@@ -158,6 +180,44 @@ impl Entry {
         unsafe { AtomicU16::from_ptr(self.0.as_ptr().add(COUNT_OFF).cast::<u16>()) }
     }
 
+    fn access_parts(&self) -> (&AtomicU8, &AtomicU16) {
+        // SAFETY: `new` wrote a u8 at ACCESS_HI_OFF and a u16 at ACCESS_LO_OFF (aligned,
+        // asserted at the constants); after that they are only accessed atomically, through
+        // these references, while the block lives.
+        unsafe {
+            (
+                AtomicU8::from_ptr(self.0.as_ptr().add(ACCESS_HI_OFF)),
+                AtomicU16::from_ptr(self.0.as_ptr().add(ACCESS_LO_OFF).cast::<u16>()),
+            )
+        }
+    }
+
+    /// The key's access bits (`store::access`: an LRU clock or an LFU counter).
+    #[inline]
+    pub fn access(&self) -> u32 {
+        let (hi, lo) = self.access_parts();
+        (u32::from(hi.load(Ordering::Relaxed)) << 16) | u32::from(lo.load(Ordering::Relaxed))
+    }
+
+    /// Sets the access bits; through `&self`, as any holder may (module docs).
+    #[inline]
+    pub fn set_access(&self, bits: u32) {
+        let (hi, lo) = self.access_parts();
+        hi.store((bits >> 16) as u8, Ordering::Relaxed);
+        lo.store(bits as u16, Ordering::Relaxed);
+    }
+
+    /// Records an access (a lookup that is not `NOTOUCH` in Redis's terms): the bits are
+    /// written only when they change (`store::access`).
+    #[inline]
+    pub fn touch(&self) {
+        let old = self.access();
+        let new = super::access::accessed(old);
+        if new != old {
+            self.set_access(new);
+        }
+    }
+
     /// True when no snapshot shares the block.
     #[inline]
     pub(super) fn is_unique(&self) -> bool {
@@ -179,7 +239,7 @@ impl Entry {
 
     #[cold]
     fn copy_out(&mut self) {
-        let copy = Entry::new(self.key(), self.enc(), self.value().clone());
+        let copy = Entry::with_access(self.key(), self.enc(), self.value().clone(), self.access());
         self.value().uncount_reservations();
         COPIES.fetch_add(1, Ordering::Relaxed);
         *self = copy;
@@ -299,7 +359,7 @@ impl Clone for Entry {
             return Entry(self.0);
         }
         self.holders().fetch_sub(1, Ordering::Relaxed);
-        let copy = Entry::new(self.key(), self.enc(), self.value().clone());
+        let copy = Entry::with_access(self.key(), self.enc(), self.value().clone(), self.access());
         self.value().uncount_reservations();
         COPIES.fetch_add(1, Ordering::Relaxed);
         copy
@@ -337,6 +397,28 @@ mod tests {
             assert_eq!(v.as_str().map(|s| s.len()), Some(100));
             assert_eq!(e.into_value(), Value::Str(Str::from_vec(vec![5; 100])));
         }
+    }
+
+    #[test]
+    fn access_bits_round_trip_and_survive_a_copy() {
+        let e = Entry::new(b"k", 0, Value::Str(Str::copy_from_slice(b"v")));
+        for bits in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0xab_cdef,
+            super::super::access::LRU_CLOCK_MAX,
+        ] {
+            e.set_access(bits);
+            assert_eq!(e.access(), bits);
+        }
+        e.set_access(0x12_3456);
+        // A clone past the share limit copies the block; a write to a shared one copies too.
+        let mut shared = e.clone();
+        *shared.value_mut() = Value::Str(Str::copy_from_slice(b"w"));
+        assert_eq!(shared.access(), 0x12_3456);
+        assert_eq!(e.value(), &Value::Str(Str::copy_from_slice(b"v")));
     }
 
     #[test]

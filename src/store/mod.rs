@@ -1,5 +1,6 @@
 //! The keyspace and the data structures (floor 6). Pure Rust: no sockets, no RESP, no files.
 //! Imports only `numeric` from the bottom floor.
+pub mod access;
 pub mod bloom;
 pub mod cms;
 pub mod cuckoo;

@@ -1,0 +1,360 @@
+//! `maxmemory` eviction (`engine::evict`) on the real binary, whose `used_memory` is its own
+//! (an in-process server would count the test's allocations too): each policy deletes the keys
+//! Redis's would (the idlest, the least used, the nearest deadline, never a key without a TTL
+//! under a `volatile-` policy), keeps `used_memory` at the limit, counts INFO `evicted_keys`,
+//! raises `evicted`, and writes each eviction to the AOF before the command that caused it.
+
+mod common;
+
+use common::RawConn;
+
+struct Server {
+    child: common::ServerProcess,
+    conn: RawConn,
+    addr: std::net::SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl Server {
+    fn start(tag: &str, extra: &[&str]) -> Server {
+        let dir = common::tempdir(tag);
+        Server::start_in(dir, extra)
+    }
+
+    fn start_in(dir: std::path::PathBuf, extra: &[&str]) -> Server {
+        let (child, addr) = common::spawn_binary_with(&dir, "", extra);
+        let conn = common::connect_when_ready(addr);
+        Server {
+            child,
+            conn,
+            addr,
+            dir,
+        }
+    }
+
+    fn field(&mut self, section: &str, name: &str) -> u64 {
+        let info = self.conn.cmd_str(&["INFO", section]);
+        let text = String::from_utf8_lossy(&info).to_string();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    }
+
+    fn used(&mut self) -> u64 {
+        self.field("memory", "used_memory")
+    }
+
+    fn evicted(&mut self) -> u64 {
+        self.field("stats", "evicted_keys")
+    }
+
+    fn dbsize(&mut self) -> u64 {
+        let r = self.conn.cmd_str(&["DBSIZE"]);
+        String::from_utf8_lossy(&r[1..r.len() - 2]).parse().unwrap()
+    }
+
+    /// SETs `name(i)` for `i` in `range` to a 100-byte value, with `extra` arguments (`EX n`),
+    /// pipelined; every reply must be `want`'s.
+    fn fill(
+        &mut self,
+        range: std::ops::Range<usize>,
+        name: impl Fn(usize) -> String,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Vec<Vec<u8>> {
+        let value = "v".repeat(100);
+        let mut replies = Vec::new();
+        let ids: Vec<usize> = range.collect();
+        for chunk in ids.chunks(500) {
+            let mut out = Vec::new();
+            for &i in chunk {
+                let key = name(i);
+                let mut argv: Vec<&[u8]> = vec![b"SET", key.as_bytes(), value.as_bytes()];
+                let tail = extra(i);
+                argv.extend(tail.iter().map(|s| s.as_bytes()));
+                out.extend_from_slice(&common::encode_command(&argv));
+            }
+            self.conn.send_raw(&out);
+            for _ in chunk {
+                replies.push(self.conn.read_reply());
+            }
+        }
+        replies
+    }
+
+    fn exists(&mut self, keys: impl Iterator<Item = String>) -> usize {
+        keys.filter(|k| self.conn.cmd_str(&["EXISTS", k]) == b":1\r\n")
+            .count()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const LIMIT: u64 = 8 << 20;
+
+fn no_ttl(_: usize) -> Vec<String> {
+    Vec::new()
+}
+
+fn all_ok(replies: &[Vec<u8>]) {
+    for r in replies {
+        assert_eq!(r, b"+OK\r\n", "{}", String::from_utf8_lossy(r));
+    }
+}
+
+/// How many more keys like the ones already there take `s` `over` keys past the limit: keys
+/// cost what the first `had` cost each.
+fn keys_past_limit(s: &mut Server, base: u64, had: usize, over: usize) -> usize {
+    let per_key = (s.used() - base) / had as u64;
+    let room = ((LIMIT - base) / per_key) as usize;
+    (room + over).saturating_sub(had)
+}
+
+/// allkeys-lru: 20k keys, 1,000 of them read two seconds later (the LRU clock counts seconds),
+/// then new keys past the limit by ~5,000: the evicted keys are the idle ones, the read ones
+/// stay.
+#[test]
+fn allkeys_lru_evicts_idle_keys_and_keeps_recently_read_ones() {
+    let mut s = Server::start(
+        "evict-lru",
+        &[
+            "--maxmemory",
+            "8mb",
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--maxmemory-samples",
+            "10",
+        ],
+    );
+    let base = s.used();
+    all_ok(&s.fill(0..20_000, |i| format!("old:{i}"), no_ttl));
+    assert_eq!(s.evicted(), 0);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for i in 0..1000 {
+        s.conn.cmd_str(&["GET", &format!("old:{i}")]);
+    }
+    let more = keys_past_limit(&mut s, base, 20_000, 5000);
+    all_ok(&s.fill(0..more, |i| format!("new:{i}"), no_ttl));
+    let evicted = s.evicted();
+    assert!(evicted >= 2000, "{evicted} evicted");
+    assert!(s.used() <= LIMIT, "{}", s.used());
+    assert_eq!(s.dbsize() + evicted, (20_000 + more) as u64);
+    // Every read key stayed; the evictions came from the 19,000 idle ones.
+    let hot = s.exists((0..1000).map(|i| format!("old:{i}")));
+    assert_eq!(hot, 1000, "read keys evicted");
+    let cold = s.exists((1000..20_000).map(|i| format!("old:{i}")));
+    assert!(
+        cold as u64 <= 19_000 - evicted * 9 / 10,
+        "{cold} idle keys left, {evicted} evicted"
+    );
+    // OBJECT IDLETIME shows the difference Redis's would.
+    let idle = s.conn.cmd_str(&["OBJECT", "IDLETIME", "old:5"]);
+    assert!(idle == b":0\r\n" || idle == b":1\r\n", "{idle:?}");
+}
+
+/// allkeys-lfu: the keys read 30 times each stay; new keys (counter 5) and unread old ones go.
+#[test]
+fn allkeys_lfu_keeps_frequently_read_keys() {
+    let mut s = Server::start(
+        "evict-lfu",
+        &[
+            "--maxmemory",
+            "8mb",
+            "--maxmemory-policy",
+            "allkeys-lfu",
+            "--maxmemory-samples",
+            "10",
+        ],
+    );
+    let base = s.used();
+    all_ok(&s.fill(0..20_000, |i| format!("old:{i}"), no_ttl));
+    let mut reads = Vec::new();
+    for _ in 0..30 {
+        for i in 0..500 {
+            reads.extend_from_slice(&common::encode_command(&[
+                b"GET".as_slice(),
+                format!("old:{i}").as_bytes(),
+            ]));
+        }
+    }
+    s.conn.send_raw(&reads);
+    for _ in 0..30 * 500 {
+        s.conn.read_reply();
+    }
+    let freq = s.conn.cmd_str(&["OBJECT", "FREQ", "old:0"]);
+    let freq: u64 = String::from_utf8_lossy(&freq[1..freq.len() - 2])
+        .parse()
+        .unwrap();
+    assert!((6..=20).contains(&freq), "{freq}");
+    assert_eq!(s.conn.cmd_str(&["OBJECT", "FREQ", "old:600"]), b":5\r\n");
+    let more = keys_past_limit(&mut s, base, 20_000, 5000);
+    all_ok(&s.fill(0..more, |i| format!("new:{i}"), no_ttl));
+    assert!(s.evicted() >= 2000, "{} evicted", s.evicted());
+    assert!(s.used() <= LIMIT);
+    let hot = s.exists((0..500).map(|i| format!("old:{i}")));
+    assert!(hot >= 495, "{hot} of 500 frequently read keys left");
+}
+
+/// volatile-ttl: the nearest deadlines go first, a key without a TTL never; once no key has a
+/// TTL, a write over the limit gets the OOM error, and a read still runs.
+#[test]
+fn volatile_ttl_evicts_nearest_deadlines_and_then_refuses() {
+    let mut s = Server::start(
+        "evict-ttl",
+        &["--maxmemory", "8mb", "--maxmemory-policy", "volatile-ttl"],
+    );
+    let base = s.used();
+    all_ok(&s.fill(0..10_000, |i| format!("keep:{i}"), no_ttl));
+    // Deadlines grow with i.
+    all_ok(&s.fill(
+        0..10_000,
+        |i| format!("ttl:{i}"),
+        |i| vec!["EX".into(), (10_000 + i).to_string()],
+    ));
+    let more = keys_past_limit(&mut s, base, 20_000, 3000);
+    all_ok(&s.fill(
+        0..more,
+        |i| format!("late:{i}"),
+        |_| vec!["EX".into(), "1000000".into()],
+    ));
+    let evicted = s.evicted() as usize;
+    assert!((1000..10_000).contains(&evicted), "{evicted} evicted");
+    assert!(s.used() <= LIMIT);
+    assert_eq!(s.exists((0..10_000).map(|i| format!("keep:{i}"))), 10_000);
+    // The evicted ones are (about) the first `evicted` deadlines: sampling ranks them, as
+    // Redis's does, so allow the edge to be ragged.
+    let early = s.exists((0..evicted / 2).map(|i| format!("ttl:{i}")));
+    assert!(
+        early <= evicted / 20,
+        "{early} of the earliest deadlines left"
+    );
+    assert_eq!(s.exists((9000..10_000).map(|i| format!("ttl:{i}"))), 1000);
+    // Without a TTL to evict, writes over the limit are refused.
+    let replies = s.fill(0..60_000, |i| format!("fill:{i}"), no_ttl);
+    let oom = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n".to_vec();
+    assert!(replies.contains(&oom), "never refused");
+    let info = s.conn.cmd_str(&["INFO", "keyspace"]);
+    assert!(
+        String::from_utf8_lossy(&info).contains("expires=0"),
+        "{}",
+        String::from_utf8_lossy(&info)
+    );
+    assert_eq!(s.exists((0..10_000).map(|i| format!("keep:{i}"))), 10_000);
+    assert_eq!(s.conn.cmd_str(&["GET", "nosuchkey"]), b"$-1\r\n");
+}
+
+/// Every eviction raises `evicted` (one message per key, as many as INFO counts), reaches the
+/// AOF as UNLINK under `lazyfree-lazy-eviction yes`, and a server started from that AOF holds
+/// exactly the keys that were left.
+#[test]
+fn evictions_raise_events_and_replay_from_the_aof() {
+    let dir = common::tempdir("evict-aof");
+    let mut s = Server::start_in(
+        dir.clone(),
+        &[
+            "--maxmemory",
+            "8mb",
+            "--maxmemory-policy",
+            "allkeys-random",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--lazyfree-lazy-eviction",
+            "yes",
+            "--notify-keyspace-events",
+            "Ee",
+        ],
+    );
+    common::wait_loaded(&mut s.conn);
+    let mut sub = RawConn::connect(s.addr);
+    assert_eq!(
+        sub.cmd_str(&["SUBSCRIBE", "__keyevent@0__:evicted"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$22\r\n__keyevent@0__:evicted\r\n:1\r\n"
+    );
+    let base = s.used();
+    all_ok(&s.fill(0..10_000, |i| format!("k:{i}"), no_ttl));
+    let more = keys_past_limit(&mut s, base, 10_000, 3000);
+    all_ok(&s.fill(10_000..10_000 + more, |i| format!("k:{i}"), no_ttl));
+    let evicted = s.evicted();
+    assert!(evicted >= 1000, "{evicted}");
+    for _ in 0..evicted {
+        let msg = sub.read_reply();
+        assert!(
+            msg.starts_with(b"*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:evicted\r\n"),
+            "{}",
+            String::from_utf8_lossy(&msg)
+        );
+    }
+    let left = s.dbsize();
+    assert_eq!(left + evicted, (10_000 + more) as u64);
+    // The AOF holds an UNLINK for each.
+    let mut unlinks = 0;
+    for f in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
+        let bytes = std::fs::read(f.unwrap().path()).unwrap();
+        unlinks += bytes
+            .windows(12)
+            .filter(|w| *w == b"$6\r\nUNLINK\r\n")
+            .count();
+    }
+    assert_eq!(unlinks as u64, evicted);
+    // Restarted from it without a limit: the same keys.
+    let keys_before: std::collections::BTreeSet<Vec<u8>> = (0..10_000 + more)
+        .map(|i| format!("k:{i}"))
+        .filter(|k| s.conn.cmd_str(&["EXISTS", k]) == b":1\r\n")
+        .map(String::into_bytes)
+        .collect();
+    drop(sub);
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    let keep = std::mem::replace(&mut s.dir, common::tempdir("evict-aof-unused"));
+    drop(s);
+    let mut again = Server::start_in(keep, &["--appendonly", "yes"]);
+    common::wait_loaded(&mut again.conn);
+    assert_eq!(again.dbsize(), left);
+    let keys_after: std::collections::BTreeSet<Vec<u8>> = (0..10_000 + more)
+        .map(|i| format!("k:{i}"))
+        .filter(|k| again.conn.cmd_str(&["EXISTS", k]) == b":1\r\n")
+        .map(String::into_bytes)
+        .collect();
+    assert_eq!(keys_before, keys_after);
+}
+
+/// The policy names and the new directives answer as Redis 7.0.15's do.
+#[test]
+fn eviction_directives_answer_as_redis() {
+    let mut s = Server::start("evict-config", &[]);
+    assert_eq!(
+        s.conn.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "bogus"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction\r\n"
+    );
+    assert_eq!(
+        s.conn.cmd_str(&["CONFIG", "SET", "maxmemory-samples", "0"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxmemory-samples') - argument must be between 1 and 2147483647 inclusive\r\n"
+    );
+    assert_eq!(
+        s.conn
+            .cmd_str(&["CONFIG", "SET", "maxmemory-policy", "ALLKEYS-LRU"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        s.conn.cmd_str(&["CONFIG", "GET", "maxmemory-policy"]),
+        b"*2\r\n$16\r\nmaxmemory-policy\r\n$11\r\nallkeys-lru\r\n"
+    );
+    // EXISTS, TYPE and TTL do not count as accesses; GET and TOUCH do.
+    s.conn.cmd_str(&["SET", "k", "v"]);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for probe in [&["EXISTS", "k"][..], &["TYPE", "k"], &["TTL", "k"]] {
+        s.conn.cmd_str(probe);
+    }
+    let idle = s.conn.cmd_str(&["OBJECT", "IDLETIME", "k"]);
+    assert!(idle == b":2\r\n" || idle == b":3\r\n", "{idle:?}");
+    assert_eq!(s.conn.cmd_str(&["TOUCH", "k", "nokey"]), b":1\r\n");
+    assert_eq!(s.conn.cmd_str(&["OBJECT", "IDLETIME", "k"]), b":0\r\n");
+}
