@@ -198,19 +198,21 @@ fn pick(engine: &mut Engine, policy: Policy, samples: usize) -> Option<(usize, B
         store, eviction, ..
     } = engine;
     let dbs = &mut store.dbs;
-    let mut sampled = Vec::with_capacity(samples);
     if let Policy::Random { .. } = policy {
         for i in 0..dbs.len() {
             let db = (eviction.next_db + i) % dbs.len();
-            sampled.clear();
-            dbs[db].eviction_sample(1, volatile, false, &mut eviction.seed, &mut sampled);
-            if let Some((key, _, _)) = sampled.pop() {
+            let mut found = None;
+            dbs[db].eviction_sample(1, volatile, false, false, &mut eviction.seed, |k, _, _| {
+                found = Some(Bytes::copy_from_slice(k))
+            });
+            if let Some(key) = found {
                 eviction.next_db = db + 1;
                 return Some((db, key));
             }
         }
         return None;
     }
+    let ttl = policy == Policy::Ttl;
     for (db, d) in dbs.iter_mut().enumerate() {
         let has = if volatile {
             d.expires_count() > 0
@@ -220,19 +222,10 @@ fn pick(engine: &mut Engine, policy: Policy, samples: usize) -> Option<(usize, B
         if !has {
             continue;
         }
-        sampled.clear();
-        let earliest = policy == Policy::Ttl;
-        d.eviction_sample(
-            samples,
-            volatile,
-            earliest,
-            &mut eviction.seed,
-            &mut sampled,
-        );
-        for (key, bits, deadline) in sampled.drain(..) {
-            let score = policy.score(bits, deadline);
-            eviction.insert(score, db, key);
-        }
+        let EvictionState { pool, seed, .. } = eviction;
+        d.eviction_sample(samples, volatile, ttl, ttl, seed, |key, bits, deadline| {
+            insert(pool, policy.score(bits, deadline), db, key)
+        });
     }
     // The best candidate that is still one (a pooled key may have gone, or lost its TTL).
     while let Some((_, db, key)) = eviction.pool.pop() {
@@ -246,22 +239,23 @@ fn pick(engine: &mut Engine, policy: Policy, samples: usize) -> Option<(usize, B
     None
 }
 
-impl EvictionState {
-    /// Adds a candidate to the pool unless it is there already or worse than all of a full
-    /// pool (Redis's `evictionPoolPopulate`).
-    fn insert(&mut self, score: u64, db: usize, key: Bytes) {
-        if let Some(i) = self.pool.iter().position(|(_, d, k)| *d == db && *k == key) {
-            // Seen again: its score now.
-            self.pool.remove(i);
-        } else if self.pool.len() >= POOL_SIZE {
-            if score <= self.pool[0].0 {
-                return;
-            }
-            self.pool.remove(0);
-        }
-        let at = self.pool.partition_point(|(s, _, _)| *s <= score);
-        self.pool.insert(at, (score, db, key));
+/// Adds a candidate to the pool (ascending by score) unless it is worse than all of a full
+/// pool or there already (Redis's `evictionPoolPopulate`); the key is copied only then.
+fn insert(pool: &mut Vec<(u64, usize, Bytes)>, score: u64, db: usize, key: &[u8]) {
+    if pool.len() >= POOL_SIZE && score <= pool[0].0 {
+        return;
     }
+    if let Some(i) = pool
+        .iter()
+        .position(|(_, d, k)| *d == db && k.as_ref() == key)
+    {
+        // Seen again: its score now.
+        pool.remove(i);
+    } else if pool.len() >= POOL_SIZE {
+        pool.remove(0);
+    }
+    let at = pool.partition_point(|(s, _, _)| *s <= score);
+    pool.insert(at, (score, db, Bytes::copy_from_slice(key)));
 }
 
 #[cfg(test)]
@@ -293,7 +287,12 @@ mod tests {
     fn the_pool_keeps_the_best_sixteen_once_each() {
         let mut state = EvictionState::default();
         for i in 0..40u64 {
-            state.insert(i % 20, 0, Bytes::from(format!("k{}", i % 20)));
+            insert(
+                &mut state.pool,
+                i % 20,
+                0,
+                format!("k{}", i % 20).as_bytes(),
+            );
         }
         assert_eq!(state.pool.len(), POOL_SIZE);
         let scores: Vec<u64> = state.pool.iter().map(|(s, _, _)| *s).collect();

@@ -1708,44 +1708,51 @@ impl Db {
         true
     }
 
-    /// Eviction candidates (`maxmemory`): `n` draws of a random key, or with `volatile` of a
-    /// random key with a TTL, each pushed to `out` with its access bits and deadline. Draws may
-    /// repeat a key; a database with no (volatile) key gives none. `seed` advances.
-    /// With `earliest` (volatile-ttl), each draw is instead the key due first in a random
-    /// stripe's expiry queue: the queues are ordered, so a draw is the nearest deadline of
-    /// 1/256 of the keys, where Redis's sample is a random key.
+    /// Eviction candidates (`maxmemory`), each through `consider` with its access bits and,
+    /// with `with_ttl`, its deadline: `n` keys next to one another from a random place
+    /// ([`KeyTable::sample_run`]), or with `volatile` `n` draws of a random key with a TTL
+    /// (draws may repeat a key). With `earliest` (volatile-ttl), each draw is instead the key due
+    /// first in a random stripe's expiry queue: the queues are ordered, so a draw is the nearest
+    /// deadline of 1/256 of the keys, where Redis's sample is a random key. A database with no
+    /// (volatile) key gives none. `seed` advances.
+    #[allow(clippy::too_many_arguments)]
     pub fn eviction_sample(
         &mut self,
         n: usize,
         volatile: bool,
         earliest: bool,
+        with_ttl: bool,
         seed: &mut u64,
-        out: &mut Vec<(Bytes, u32, Option<u64>)>,
+        mut consider: impl FnMut(&[u8], u32, Option<u64>),
     ) {
+        if !volatile {
+            let table = &self.table;
+            table.sample_run(super::splitmix64(seed), n, |e| {
+                let key = e.key();
+                let ttl = if with_ttl && table.expires_len() != 0 {
+                    table.expiry(table.hash(key), key)
+                } else {
+                    None
+                };
+                consider(key, e.access(), ttl);
+            });
+            return;
+        }
         for _ in 0..n {
             let draw = super::splitmix64(seed);
-            let key = if volatile {
-                match self.expire_queue.random_key(draw, earliest) {
-                    Some(k) => k,
-                    None => return,
-                }
-            } else {
-                match self.table.random_entry(draw) {
-                    Some(e) => Bytes::copy_from_slice(e.key()),
-                    None => return,
-                }
+            let Some(key) = self.expire_queue.random_key(draw, earliest) else {
+                return;
             };
             let h = self.hash(&key);
             let Some(e) = self.table.find(h, &key) else {
                 continue;
             };
-            let access = e.access();
-            let ttl = if self.table.expires_len() != 0 {
+            let ttl = if with_ttl {
                 self.table.expiry(h, &key)
             } else {
                 None
             };
-            out.push((key, access, ttl));
+            consider(&key, e.access(), ttl);
         }
     }
 
