@@ -10,7 +10,8 @@ the figure. RSS is not load-sensitive, so this is reproducible on a busy machine
   python3 scripts/bench_memory.py --sets strings --keys 100000,1000000   # a curve
   python3 scripts/bench_curves.py --only memory      # the README's SVG plots (10k to 10M keys)
 
-Data sets: strings (`SET key:%012d v%d`, 16-byte keys, ≤8-byte values), hll (`PFADD hll:%012d a%d b%d c%d`:
+Data sets: strings (`SET key:%012d v%d`, 16-byte keys, ≤8-byte values), strings-ttl (the same
+with `EX 1000000`; not in the default run), hll (`PFADD hll:%012d a%d b%d c%d`:
 sparse, 3 elements), bloom (`BF.ADD bf:%012d x`: RedisBloom's default 100-capacity filter), cuckoo
 (`CF.ADD cf:%012d x`, default 1024 capacity). The reference module is `--redis-module PATH`, by
 default the one `scripts/fetch-redisbloom.sh` fetches (RedisBloom 2.6.12); `--redis-module none`
@@ -34,11 +35,13 @@ import bench_load  # noqa: E402
 
 SETS = {
     "strings": lambda i: ["SET", f"key:{i:012d}", f"v{i % 10000000}"],
+    # The same strings with a TTL each (a cache's keys): what the expiry index costs a key.
+    "strings-ttl": lambda i: ["SET", f"key:{i:012d}", f"v{i % 10000000}", "EX", "1000000"],
     "hll": lambda i: ["PFADD", f"hll:{i:012d}", f"a{i}", f"b{i}", f"c{i}"],
     "bloom": lambda i: ["BF.ADD", f"bf:{i:012d}", "x"],
     "cuckoo": lambda i: ["CF.ADD", f"cf:{i:012d}", "x"],
 }
-DEFAULT_N = {"strings": 1000000, "hll": 1000000, "bloom": 1000000, "cuckoo": 1000000}
+DEFAULT_N = {"strings": 1000000, "strings-ttl": 1000000, "hll": 1000000, "bloom": 1000000, "cuckoo": 1000000}
 
 
 def rss_kb(pid: int) -> int:

@@ -1083,32 +1083,14 @@ impl ExpiryQueues {
         None
     }
 
-    /// A key with a TTL drawn by `draw`: from the first non-empty set at or after a random
-    /// stripe, the first key due at or after a random instant between its earliest and latest
-    /// deadlines (an approximation of a uniform draw; Redis samples its expires dictionary).
-    /// With `earliest`, the set's first key.
-    fn random_key(&mut self, draw: u64, earliest: bool) -> Option<Bytes> {
+    /// The key due first in the first non-empty set at or after a random stripe (`draw`):
+    /// volatile-ttl's eviction sample.
+    fn earliest_key(&mut self, draw: u64) -> Option<Bytes> {
         let start = (draw as usize) % self.sets.len();
         for i in 0..self.sets.len() {
-            let set = self.set_mut((start + i) % STRIPES);
-            let (Some((first, key)), Some((last, _))) = (set.first(), set.last()) else {
-                continue;
-            };
-            if earliest {
+            if let Some((_, key)) = self.set_mut((start + i) % STRIPES).first() {
                 return Some(key.clone());
             }
-            let span = last - first;
-            let at = first
-                + if span == 0 {
-                    0
-                } else {
-                    (draw >> 8) % (span + 1)
-                };
-            return set
-                .range((at, Bytes::new())..)
-                .next()
-                .or_else(|| set.first())
-                .map(|(_, k)| k.clone());
         }
         None
     }
@@ -1710,8 +1692,9 @@ impl Db {
 
     /// Eviction candidates (`maxmemory`), each through `consider` with its access bits and,
     /// with `with_ttl`, its deadline: `n` keys next to one another from a random place
-    /// ([`KeyTable::sample_run`]), or with `volatile` `n` draws of a random key with a TTL
-    /// (draws may repeat a key). With `earliest` (volatile-ttl), each draw is instead the key due
+    /// ([`KeyTable::sample_run`]), or with `volatile` `n` keys with a TTL next to one another in
+    /// a segment's TTL table ([`KeyTable::sample_expiring_run`]). With `earliest` (volatile-ttl),
+    /// each of `n` draws (which may repeat a key) is instead the key due
     /// first in a random stripe's expiry queue: the queues are ordered, so a draw is the nearest
     /// deadline of 1/256 of the keys, where Redis's sample is a random key. A database with no
     /// (volatile) key gives none. `seed` advances.
@@ -1738,9 +1721,19 @@ impl Db {
             });
             return;
         }
+        if !earliest {
+            // A run of the segments' TTL tables: the keys with their deadlines at hand.
+            let table = &self.table;
+            table.sample_expiring_run(super::splitmix64(seed), n, |key, when| {
+                if let Some(e) = table.find(table.hash(key), key) {
+                    consider(key, e.access(), Some(when).filter(|_| with_ttl));
+                }
+            });
+            return;
+        }
         for _ in 0..n {
             let draw = super::splitmix64(seed);
-            let Some(key) = self.expire_queue.random_key(draw, earliest) else {
+            let Some(key) = self.expire_queue.earliest_key(draw) else {
                 return;
             };
             let h = self.hash(&key);

@@ -1320,6 +1320,39 @@ impl KeyTable {
         }
     }
 
+    /// [`KeyTable::sample_run`] over the keys with a TTL: up to `n` of them next to one another
+    /// in a segment's TTL table, from a random place on, through `f` with their deadlines (as
+    /// Redis samples its expires dictionary for the `volatile-` policies).
+    pub fn sample_expiring_run(&self, seed: u64, n: usize, mut f: impl FnMut(&[u8], u64)) {
+        if self.expires_len() == 0 || n == 0 {
+            return;
+        }
+        let mut state = seed;
+        let segs = self.segs.len();
+        let first = (super::splitmix64(&mut state) % segs as u64) as usize;
+        let mut left = n;
+        for i in 0..segs {
+            let expires = &self.segs[(first + i) % segs].expires;
+            let len = expires.len();
+            if len == 0 {
+                continue;
+            }
+            let start = (super::splitmix64(&mut state) % len as u64) as usize;
+            for (k, when) in expires
+                .iter()
+                .skip(start)
+                .chain(expires.iter().take(start))
+                .take(left)
+            {
+                f(k, *when);
+                left -= 1;
+            }
+            if left == 0 {
+                return;
+            }
+        }
+    }
+
     /// A uniformly chosen entry (RANDOMKEY), drawn from `seed` by rejection: a segment chosen
     /// uniformly, then a slot below [`RANDOM_SLOTS`]; a slot past the segment's keys draws again.
     /// Each draw picks every key with the same chance, 1 / (segments × `RANDOM_SLOTS`), as long
