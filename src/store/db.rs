@@ -44,7 +44,7 @@
 //!
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -53,6 +53,7 @@ use smallvec::SmallVec;
 
 use super::entry::Entry;
 use super::keytable::{ForWrite, KeyTable, TableSnapshot};
+use super::string::Str;
 use super::value::Value;
 use crate::events;
 
@@ -498,12 +499,8 @@ impl<'a> SharedDb<'a> {
         // for `'a`) is `set_expiry_shared`'s contract: the keyspace lock shared, the key's
         // stripe held for writing, `can_remove_shared`; and the key is in the table, which
         // this command wrote or added (checked in debug builds by `set_expiry_shared`).
-        let (stored, old) = unsafe { self.db.table.set_expiry_shared(h, key, when) };
-        self.db.expire_queue.change_shared(
-            stripe_of(h),
-            old.map(|old| (old, stored.clone())),
-            Some((when, stored)),
-        );
+        let old = unsafe { self.db.table.set_expiry_shared(h, key, when) };
+        self.db.expire_queue.change_shared(h, old, Some(when));
     }
 
     /// Removes the TTL of `key`, if it has one (SET without KEEPTTL replacing a key that had
@@ -518,10 +515,8 @@ impl<'a> SharedDb<'a> {
     fn clear_ttl_h(&mut self, h: u64, key: &[u8]) {
         // SAFETY: the caller checked `can_change_ttl` under the locks this `SharedDb` holds for
         // `'a`: `remove_expiry_shared`'s contract.
-        if let Some((stored, when)) = unsafe { self.db.table.remove_expiry_shared(h, key) } {
-            self.db
-                .expire_queue
-                .change_shared(stripe_of(h), Some((when, stored)), None);
+        if let Some(when) = unsafe { self.db.table.remove_expiry_shared(h, key) } {
+            self.db.expire_queue.change_shared(h, Some(when), None);
         }
     }
 
@@ -1023,9 +1018,16 @@ struct ExpiryQueues {
     cursor: usize,
 }
 
+/// One stripe's queue: (deadline, key hash) → how many keys (two keys of one hash and one
+/// deadline, a 64-bit collision, are counted, not merged). The key itself is in the segment's
+/// TTL table ([`KeyTable::expiring_key`]): a queue entry is 16 bytes and no allocation, where
+/// a copy of the key cost a heap chunk and a reference count (issue 15, target 3: a key with a
+/// TTL cost 247 bytes more than one without).
+type ExpiryQueue = BTreeMap<(u64, u64), u32>;
+
 #[repr(align(64))]
 #[derive(Debug, Default)]
-struct ExpirySet(Mutex<BTreeSet<(u64, Bytes)>>);
+struct ExpirySet(Mutex<ExpiryQueue>);
 
 impl Default for ExpiryQueues {
     fn default() -> ExpiryQueues {
@@ -1036,46 +1038,61 @@ impl Default for ExpiryQueues {
     }
 }
 
+/// Counts one more key at (`when`, `h`) in `queue`.
+fn queue_add(queue: &mut ExpiryQueue, when: u64, h: u64) {
+    *queue.entry((when, h)).or_insert(0) += 1;
+}
+
+/// Counts one key less at (`when`, `h`) in `queue`.
+fn queue_remove(queue: &mut ExpiryQueue, when: u64, h: u64) {
+    if let Some(n) = queue.get_mut(&(when, h)) {
+        *n -= 1;
+        if *n == 0 {
+            queue.remove(&(when, h));
+        }
+    }
+}
+
 impl ExpiryQueues {
     /// The set of stripe `i`, for the exclusive path.
-    fn set_mut(&mut self, i: usize) -> &mut BTreeSet<(u64, Bytes)> {
-        // A poisoned set was left by a panic between two whole operations of a `BTreeSet`.
+    fn set_mut(&mut self, i: usize) -> &mut ExpiryQueue {
+        // A poisoned set was left by a panic between two whole operations of a `BTreeMap`.
         self.sets[i].0.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn insert(&mut self, h: u64, when: u64, key: Bytes) {
-        self.set_mut(stripe_of(h)).insert((when, key));
+    fn insert(&mut self, h: u64, when: u64) {
+        queue_add(self.set_mut(stripe_of(h)), when, h);
     }
 
-    fn remove(&mut self, h: u64, when: u64, key: Bytes) {
-        self.set_mut(stripe_of(h)).remove(&(when, key));
+    fn remove(&mut self, h: u64, when: u64) {
+        queue_remove(self.set_mut(stripe_of(h)), when, h);
     }
 
-    /// Under the shared keyspace lock, with stripe `stripe` held for writing: removes `old`,
-    /// then adds `new`, in the stripe's set.
-    fn change_shared(&self, stripe: usize, old: Option<(u64, Bytes)>, new: Option<(u64, Bytes)>) {
+    /// Under the shared keyspace lock, with the stripe of `h` held for writing: removes the
+    /// key's `old` deadline, then adds its `new` one, in the stripe's set.
+    fn change_shared(&self, h: u64, old: Option<u64>, new: Option<u64>) {
         // Never waited for: only the holder of the stripe's write lock takes it.
-        let mut set = self.sets[stripe]
+        let mut set = self.sets[stripe_of(h)]
             .0
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if let Some(old) = old {
-            set.remove(&old);
+            queue_remove(&mut set, old, h);
         }
         if let Some(new) = new {
-            set.insert(new);
+            queue_add(&mut set, new, h);
         }
     }
 
-    /// A key that is due at `now`, from the stripe at the cursor on: the cursor stays on a
-    /// stripe while it has due keys.
-    fn next_due(&mut self, now: u64) -> Option<(u64, Bytes)> {
+    /// A (deadline, key hash) that is due at `now`, from the stripe at the cursor on: the
+    /// cursor stays on a stripe while it has due keys.
+    fn next_due(&mut self, now: u64) -> Option<(u64, u64)> {
         for _ in 0..self.sets.len() {
             let cursor = self.cursor;
             let set = self.set_mut(cursor);
-            if let Some((when, key)) = set.first() {
-                if *when <= now {
-                    return Some((*when, key.clone()));
+            if let Some((&(when, h), _)) = set.first_key_value() {
+                if when <= now {
+                    return Some((when, h));
                 }
             }
             self.cursor = (cursor + 1) % STRIPES;
@@ -1083,13 +1100,13 @@ impl ExpiryQueues {
         None
     }
 
-    /// The key due first in the first non-empty set at or after a random stripe (`draw`):
-    /// volatile-ttl's eviction sample.
-    fn earliest_key(&mut self, draw: u64) -> Option<Bytes> {
+    /// The (deadline, key hash) due first in the first non-empty set at or after a random
+    /// stripe (`draw`): volatile-ttl's eviction sample.
+    fn earliest(&mut self, draw: u64) -> Option<(u64, u64)> {
         let start = (draw as usize) % self.sets.len();
         for i in 0..self.sets.len() {
-            if let Some((_, key)) = self.set_mut((start + i) % STRIPES).first() {
-                return Some(key.clone());
+            if let Some((&first, _)) = self.set_mut((start + i) % STRIPES).first_key_value() {
+                return Some(first);
             }
         }
         None
@@ -1097,7 +1114,9 @@ impl ExpiryQueues {
 
     #[cfg(test)]
     fn len(&mut self) -> usize {
-        (0..self.sets.len()).map(|i| self.set_mut(i).len()).sum()
+        (0..self.sets.len())
+            .map(|i| self.set_mut(i).values().map(|&n| n as usize).sum::<usize>())
+            .sum()
     }
 
     fn clear(&mut self) {
@@ -1733,19 +1752,16 @@ impl Db {
         }
         for _ in 0..n {
             let draw = super::splitmix64(seed);
-            let Some(key) = self.expire_queue.earliest_key(draw) else {
+            let Some((when, h)) = self.expire_queue.earliest(draw) else {
                 return;
             };
-            let h = self.hash(&key);
-            let Some(e) = self.table.find(h, &key) else {
+            let Some(key) = self.table.expiring_key(h, when) else {
                 continue;
             };
-            let ttl = if with_ttl {
-                self.table.expiry(h, &key)
-            } else {
-                None
+            let Some(e) = self.table.find(h, key) else {
+                continue;
             };
-            consider(&key, e.access(), ttl);
+            consider(key, e.access(), Some(when).filter(|_| with_ttl));
         }
     }
 
@@ -1804,8 +1820,8 @@ impl Db {
 
     /// [`Db::clear_expire`] of a key whose hash is `h`.
     fn clear_expire_h(&mut self, h: u64, key: &[u8]) {
-        if let Some((stored, when)) = self.table.remove_expiry(h, key) {
-            self.expire_queue.remove(h, when, stored);
+        if let Some(when) = self.table.remove_expiry(h, key) {
+            self.expire_queue.remove(h, when);
         }
     }
 
@@ -1852,12 +1868,14 @@ impl Db {
         expire_ms: Option<u64>,
     ) -> Result<(), Entry> {
         debug_assert_eq!(h, self.hash(entry.key()));
-        let k = expire_ms.map(|_| Bytes::copy_from_slice(entry.key()));
+        let Some(when) = expire_ms else {
+            return self.table.insert_if_absent(h, entry);
+        };
+        // The key for the TTL table, before the entry moves into the key table.
+        let key = Str::copy_from_slice(entry.key());
         self.table.insert_if_absent(h, entry)?;
-        if let (Some(when), Some(k)) = (expire_ms, k) {
-            self.table.set_expiry(h, k.clone(), when);
-            self.expire_queue.insert(h, when, k);
-        }
+        self.table.set_expiry(h, &key, when);
+        self.expire_queue.insert(h, when);
         Ok(())
     }
 
@@ -1877,12 +1895,11 @@ impl Db {
             return false;
         }
         let h = self.hash(key);
-        let k = Bytes::copy_from_slice(key);
         // A TTL it had is replaced in the table; its queue entry goes.
-        if let Some(old) = self.table.set_expiry(h, k.clone(), when_ms) {
-            self.expire_queue.remove(h, old, k.clone());
+        if let Some(old) = self.table.set_expiry(h, key, when_ms) {
+            self.expire_queue.remove(h, old);
         }
-        self.expire_queue.insert(h, when_ms, k);
+        self.expire_queue.insert(h, when_ms);
         true
     }
 
@@ -1906,17 +1923,16 @@ impl Db {
         }
         let mut n = 0;
         while n < budget {
-            let Some((when, key)) = self.expire_queue.next_due(self.now_ms) else {
+            let Some((when, h)) = self.expire_queue.next_due(self.now_ms) else {
                 break;
             };
-            let h = self.hash(&key);
-            if self.table.expiry(h, &key) != Some(when) {
+            let Some(key) = self.table.expiring_key(h, when).map(Bytes::copy_from_slice) else {
                 // An entry the table does not have (a bug: every TTL change changes both). Left
-                // there, it would delete its key early and then stay first in its set, taking
-                // every run's budget; dropped, it costs nothing more.
-                self.expire_queue.remove(h, when, key);
+                // there, it would stay first in its set, taking every run's budget; dropped, it
+                // costs nothing more.
+                self.expire_queue.remove(h, when);
                 continue;
-            }
+            };
             self.remove_expired(&key);
             n += 1;
         }
@@ -2253,7 +2269,7 @@ mod tests {
         db.insert(&b"k"[..], Value::str(b"v"));
         assert!(db.set_expire(b"k", 1_000_000_000));
         let h = db.hash(b"k");
-        db.expire_queue.insert(h, 1_500, Bytes::from_static(b"k"));
+        db.expire_queue.insert(h, 1_500);
         db.now_ms = 2_000;
         assert_eq!(db.active_expire(1000), 0);
         assert_eq!(

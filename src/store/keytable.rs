@@ -95,6 +95,7 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 
 use super::entry::Entry;
+use super::string::Str;
 use super::value::Value;
 
 /// The average number of keys per segment above which a segment is split. A copy-on-write copy
@@ -279,7 +280,10 @@ struct SegCell<T>(UnsafeCell<T>);
 type SegMap = SegCell<HashTable<Entry>>;
 
 /// A segment's TTLs: each key that has one, with it (unix ms).
-type SegExpires = SegCell<HashTable<(Bytes, u64)>>;
+/// A segment's TTLs: each key with one, its deadline (unix ms). The key is a [`Str`], inline up
+/// to 30 bytes: no allocation for most keys (the expiry queue, `store::db`, keeps hashes, not
+/// keys).
+type SegExpires = SegCell<HashTable<(Str, u64)>>;
 
 // SAFETY: a `SegCell` is reached through `&` from several threads only under the keyspace lock
 // held shared (the exclusive holder, or a save's writer with its own `Arc` to a segment no live
@@ -1009,24 +1013,25 @@ impl KeyTable {
     }
 
     /// Sets the TTL of `key` (the caller checked the key exists); returns the old one.
-    pub fn set_expiry(&mut self, h: u64, key: Bytes, when: u64) -> Option<u64> {
+    pub fn set_expiry(&mut self, h: u64, key: &[u8], when: u64) -> Option<u64> {
         let i = self.seg_of(h);
         let hasher = &self.hasher;
         let seg = unshare(&mut self.segs[i]);
-        match seg.expires.find_mut(h, |(k, _)| *k == key) {
+        match seg.expires.find_mut(h, |(k, _)| k[..] == *key) {
             Some(e) => Some(std::mem::replace(&mut e.1, when)),
             None => {
                 seg.expires
-                    .insert_unique(h, (key, when), |(k, _)| hasher.hash_one(&k[..]));
+                    .insert_unique(h, (Str::copy_from_slice(key), when), |(k, _)| {
+                        hasher.hash_one(&k[..])
+                    });
                 *self.expires_len.get_mut() += 1;
                 None
             }
         }
     }
 
-    /// Removes the TTL of `key`; returns it, with the key as the TTL table stored it (for the
-    /// expiry queue's entry, without copying the key again).
-    pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<(Bytes, u64)> {
+    /// Removes the TTL of `key`; returns it.
+    pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<u64> {
         if self.expires_len() == 0 {
             return None;
         }
@@ -1039,21 +1044,20 @@ impl KeyTable {
             Ok(occupied) => {
                 *self.expires_len.get_mut() -= 1;
                 self.removed += 1;
-                Some(occupied.remove().0)
+                Some(occupied.remove().0 .1)
             }
             Err(_) => None,
         }
     }
 
     /// Sets the TTL of `key` (hash `h`, a key in the table) under the shared keyspace lock:
-    /// answers the key as the TTL table stores it (for the caller's record of the change) and
-    /// the old TTL, if it had one. Counted at once, not per batch: a reader that sees the count
+    /// answers the old TTL, if it had one. Counted at once, not per batch: a reader that sees the count
     /// at zero looks no further ([`KeyTable::expiry`]).
     ///
     /// # Safety
     /// The caller holds the keyspace lock shared and the stripe of `h` for writing, checked
     /// [`KeyTable::can_remove_shared`] under these locks, and the key is in the table.
-    pub unsafe fn set_expiry_shared(&self, h: u64, key: &[u8], when: u64) -> (Bytes, Option<u64>) {
+    pub unsafe fn set_expiry_shared(&self, h: u64, key: &[u8], when: u64) -> Option<u64> {
         held::check(stripe_of(h), true, "a TTL set");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
@@ -1063,23 +1067,22 @@ impl KeyTable {
         // every key of the segment (level 8 and up), and no snapshot holds it.
         let expires = unsafe { seg.expires.shared_mut() };
         if let Some(e) = expires.find_mut(h, |(k, _)| k[..] == *key) {
-            let old = std::mem::replace(&mut e.1, when);
-            return (e.0.clone(), Some(old));
+            return Some(std::mem::replace(&mut e.1, when));
         }
-        let stored = Bytes::copy_from_slice(key);
         let hasher = &self.hasher;
-        expires.insert_unique(h, (stored.clone(), when), |(k, _)| hasher.hash_one(&k[..]));
+        expires.insert_unique(h, (Str::copy_from_slice(key), when), |(k, _)| {
+            hasher.hash_one(&k[..])
+        });
         self.expires_len.fetch_add(1, Ordering::Relaxed);
-        (stored, None)
+        None
     }
 
-    /// Removes the TTL of `key` (hash `h`) under the shared keyspace lock: the key as the TTL
-    /// table stored it and the TTL, if it had one. Counted at once, as
-    /// [`KeyTable::set_expiry_shared`].
+    /// Removes the TTL of `key` (hash `h`) under the shared keyspace lock: the TTL, if it had
+    /// one. Counted at once, as [`KeyTable::set_expiry_shared`].
     ///
     /// # Safety
     /// As [`KeyTable::set_expiry_shared`] (the key need not be in the table).
-    pub unsafe fn remove_expiry_shared(&self, h: u64, key: &[u8]) -> Option<(Bytes, u64)> {
+    pub unsafe fn remove_expiry_shared(&self, h: u64, key: &[u8]) -> Option<u64> {
         held::check(stripe_of(h), true, "a TTL removed");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
@@ -1092,7 +1095,7 @@ impl KeyTable {
         let removed = expires
             .find_entry(h, |(k, _)| k[..] == *key)
             .ok()
-            .map(|o| o.remove().0)?;
+            .map(|o| o.remove().0 .1)?;
         self.expires_len.fetch_sub(1, Ordering::Relaxed);
         self.removed_shared.fetch_add(1, Ordering::Relaxed);
         Some(removed)
@@ -1101,6 +1104,20 @@ impl KeyTable {
     /// Every TTL (unix ms).
     pub fn expiries(&self) -> impl Iterator<Item = u64> + '_ {
         self.segs.iter().flat_map(|s| s.expires.iter().map(|e| e.1))
+    }
+
+    /// The key with hash `h` whose TTL is `when`, as the expiry queue records it (a deadline and
+    /// a key hash: `store::db`). Two keys of one hash and one deadline are both found, in turn:
+    /// the queue counts them.
+    pub fn expiring_key(&self, h: u64, when: u64) -> Option<&[u8]> {
+        if self.expires_len() == 0 {
+            return None;
+        }
+        let hasher = &self.hasher;
+        self.segs[self.seg_of(h)]
+            .expires
+            .find(h, |(k, w)| *w == when && hasher.hash_one(&k[..]) == h)
+            .map(|(k, _)| &k[..])
     }
 
     // --- Walks -------------------------------------------------------------------------------
