@@ -1307,33 +1307,9 @@ impl KeyTable {
     /// segment (or the next ones, when it has fewer than `n` keys), where `n` draws of
     /// [`KeyTable::random_entry`] each walk to their slot (measured: 56 % of a pipelined SET's
     /// CPU under allkeys-lru when eviction drew that way).
-    pub fn sample_run(&self, seed: u64, n: usize, mut f: impl FnMut(&Entry)) {
-        if self.is_empty() || n == 0 {
-            return;
-        }
-        let mut state = seed;
-        let segs = self.segs.len();
-        let first = (super::splitmix64(&mut state) % segs as u64) as usize;
-        let mut left = n;
-        for i in 0..segs {
-            let map = &self.segs[(first + i) % segs].map;
-            let len = map.len();
-            if len == 0 {
-                continue;
-            }
-            let start = (super::splitmix64(&mut state) % len as u64) as usize;
-            for e in map
-                .iter()
-                .skip(start)
-                .chain(map.iter().take(start))
-                .take(left)
-            {
-                f(e);
-                left -= 1;
-            }
-            if left == 0 {
-                return;
-            }
+    pub fn sample_run(&self, seed: u64, n: usize, f: impl FnMut(&Entry)) {
+        if !self.is_empty() {
+            self.sample_segments(seed, n, |s| &s.map, f);
         }
     }
 
@@ -1341,31 +1317,41 @@ impl KeyTable {
     /// in a segment's TTL table, from a random place on, through `f` with their deadlines (as
     /// Redis samples its expires dictionary for the `volatile-` policies).
     pub fn sample_expiring_run(&self, seed: u64, n: usize, mut f: impl FnMut(&[u8], u64)) {
-        if self.expires_len() == 0 || n == 0 {
-            return;
+        if self.expires_len() != 0 {
+            self.sample_segments(seed, n, |s| &s.expires, |(k, when)| f(k, *when));
         }
+    }
+
+    /// The walk of [`KeyTable::sample_run`] over the table `table_of` picks in each segment.
+    fn sample_segments<T>(
+        &self,
+        seed: u64,
+        n: usize,
+        table_of: impl Fn(&Segment) -> &HashTable<T>,
+        mut f: impl FnMut(&T),
+    ) {
         let mut state = seed;
         let segs = self.segs.len();
         let first = (super::splitmix64(&mut state) % segs as u64) as usize;
         let mut left = n;
         for i in 0..segs {
-            let expires = &self.segs[(first + i) % segs].expires;
-            let len = expires.len();
+            if left == 0 {
+                return;
+            }
+            let table = table_of(&self.segs[(first + i) % segs]);
+            let len = table.len();
             if len == 0 {
                 continue;
             }
             let start = (super::splitmix64(&mut state) % len as u64) as usize;
-            for (k, when) in expires
+            for item in table
                 .iter()
                 .skip(start)
-                .chain(expires.iter().take(start))
+                .chain(table.iter().take(start))
                 .take(left)
             {
-                f(k, *when);
+                f(item);
                 left -= 1;
-            }
-            if left == 0 {
-                return;
             }
         }
     }
