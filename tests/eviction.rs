@@ -381,3 +381,67 @@ fn eviction_directives_answer_as_redis() {
     assert_eq!(s.conn.cmd_str(&["TOUCH", "k", "nokey"]), b":1\r\n");
     assert_eq!(s.conn.cmd_str(&["OBJECT", "IDLETIME", "k"]), b":0\r\n");
 }
+
+/// The same requests to redis-server 7.0.15 and to hyperbloom, byte for byte, in RESP2 and
+/// RESP3: the eviction directives' CONFIG SET errors and CONFIG GET answers, OBJECT FREQ and
+/// IDLETIME under each kind of policy (their errors, and the counters of keys no one has read
+/// yet), TOUCH and its missing keys, and INFO's `evicted_keys` before any eviction.
+#[test]
+fn eviction_commands_answer_as_redis_does() {
+    let real = common::redis::RealRedis::start(&[]);
+    let ours = Server::start("evict-diff", &[]);
+    let script: &[&[&str]] = &[
+        &["CONFIG", "SET", "maxmemory-policy", "bogus"],
+        &["CONFIG", "SET", "maxmemory-policy", "Volatile-TTL"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "SET", "maxmemory-samples", "0"],
+        &["CONFIG", "SET", "maxmemory-samples", "x"],
+        &["CONFIG", "SET", "maxmemory-samples", "10"],
+        &["CONFIG", "GET", "maxmemory-samples"],
+        &["CONFIG", "SET", "lfu-log-factor", "-1"],
+        &["CONFIG", "SET", "lfu-decay-time", "-1"],
+        &["CONFIG", "SET", "lazyfree-lazy-eviction", "maybe"],
+        &["CONFIG", "SET", "lazyfree-lazy-eviction", "yes"],
+        // One name each: a pattern's matches come in Redis's dictionary order, ours in the
+        // directive table's (clients read CONFIG GET as a map).
+        &["CONFIG", "GET", "lfu-log-factor"],
+        &["CONFIG", "GET", "lfu-decay-time"],
+        &["CONFIG", "GET", "lazyfree-lazy-eviction"],
+        // A string that is not an integer: Redis shares small integers' objects, whose access
+        // bits are every such key's.
+        &["SET", "k", "value"],
+        &["OBJECT", "FREQ", "k"],
+        &["OBJECT", "IDLETIME", "k"],
+        &["OBJECT", "FREQ", "nokey"],
+        &["OBJECT", "IDLETIME", "nokey"],
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+        &["SET", "f", "value"],
+        &["OBJECT", "FREQ", "f"],
+        &["OBJECT", "IDLETIME", "f"],
+        &["TOUCH", "f", "nokey", "f"],
+        &["TOUCH"],
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+    ];
+    for proto in ["2", "3"] {
+        let mut r = real.raw();
+        let mut o = RawConn::connect(ours.addr);
+        r.cmd_str(&["HELLO", proto]);
+        o.cmd_str(&["HELLO", proto]);
+        r.cmd_str(&["FLUSHALL"]);
+        o.cmd_str(&["FLUSHALL"]);
+        for argv in script {
+            assert_eq!(
+                String::from_utf8_lossy(&o.cmd_str(argv)),
+                String::from_utf8_lossy(&r.cmd_str(argv)),
+                "RESP{proto} {argv:?}"
+            );
+        }
+        let evicted = |c: &mut RawConn| {
+            let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).to_string();
+            info.lines()
+                .find(|l| l.starts_with("evicted_keys:"))
+                .map(str::to_string)
+        };
+        assert_eq!(evicted(&mut o), evicted(&mut r));
+    }
+}
