@@ -81,9 +81,10 @@
 //! `maxmemory-policy` (`engine::evict`), and refuses a deny-oom write with the OOM error when
 //! nothing could be evicted (or under `noeviction`). The shared path runs a write under the
 //! limit, and sends a deny-oom write over it back before it runs, by the same check
-//! (`super::refuses`, `used_memory` against the limit): the exclusive path evicts or answers. A write that creates a
-//! filter or sketch checks its reservation after making it, on both paths (`reservation_fits`),
-//! and on this one defers when it does not fit, before the key is added. Writes on other cores
+//! (`super::refuses`, `used_memory` against the limit): the exclusive path evicts or answers.
+//! A write that creates a filter checks its reservation after making it, on both paths
+//! (`reservation_fits`), and on this one defers when it does not fit, before the key is added.
+//! Writes on other cores
 //! may allocate between a command's check and its write: the limit can be passed by what the
 //! commands running at that moment add, as Redis passes it by what one command adds (it checks
 //! only before each command); a reservation never passes it (each is checked after it is
