@@ -272,6 +272,44 @@ fn volatile_ttl_evicts_nearest_deadlines_and_then_refuses() {
     assert_eq!(s.conn.cmd_str(&["GET", "nosuchkey"]), b"$-1\r\n");
 }
 
+/// volatile-lru: only keys with a TTL go, the idlest first; keys without one all stay, however
+/// idle (10,000 of them written first and never read).
+#[test]
+fn volatile_lru_evicts_only_keys_with_a_ttl_idlest_first() {
+    let mut s = Server::start(
+        "evict-vlru",
+        &[
+            "--maxmemory",
+            "8mb",
+            "--maxmemory-policy",
+            "volatile-lru",
+            "--maxmemory-samples",
+            "10",
+        ],
+    );
+    let base = s.used();
+    all_ok(&s.fill(0..10_000, |i| format!("keep:{i}"), no_ttl));
+    let ex = |_| vec!["EX".into(), "1000000".into()];
+    all_ok(&s.fill(0..10_000, |i| format!("ttl:{i}"), ex));
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for i in 0..500 {
+        s.conn.cmd_str(&["GET", &format!("ttl:{i}")]);
+    }
+    let more = keys_past_limit(&mut s, base, 20_000, 3000);
+    all_ok(&s.fill(0..more, |i| format!("late:{i}"), ex));
+    let evicted = s.evicted() as usize;
+    assert!(evicted >= 1000, "{evicted} evicted");
+    let used = s.used_settled(LIMIT);
+    assert!(used <= LIMIT + SLACK, "{used}");
+    assert_eq!(s.exists((0..10_000).map(|i| format!("keep:{i}"))), 10_000);
+    assert_eq!(s.exists((0..500).map(|i| format!("ttl:{i}"))), 500);
+    let idle = s.exists((500..10_000).map(|i| format!("ttl:{i}")));
+    assert!(
+        idle <= 9_500 - evicted * 9 / 10,
+        "{idle} idle keys with a TTL left, {evicted} evicted"
+    );
+}
+
 /// Every eviction raises `evicted` (one message per key, as many as INFO counts), reaches the
 /// AOF as UNLINK under `lazyfree-lazy-eviction yes`, and a server started from that AOF holds
 /// exactly the keys that were left.

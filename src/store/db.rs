@@ -1741,13 +1741,27 @@ impl Db {
             return;
         }
         if !earliest {
-            // A run of the segments' TTL tables: the keys with their deadlines at hand.
+            // A run of the key table, keeping the keys with a TTL (their segment's TTL table is
+            // the one the run walks beside); a table where few keys have one falls back to a
+            // run of the TTL tables, whose keys are then looked up for their access bits.
             let table = &self.table;
-            table.sample_expiring_run(super::splitmix64(seed), n, |key, when| {
-                if let Some(e) = table.find(table.hash(key), key) {
-                    consider(key, e.access(), Some(when).filter(|_| with_ttl));
+            let mut got = 0;
+            table.sample_run(super::splitmix64(seed), 2 * n, |e| {
+                let key = e.key();
+                if got < n {
+                    if let Some(when) = table.expiry(table.hash(key), key) {
+                        consider(key, e.access(), Some(when).filter(|_| with_ttl));
+                        got += 1;
+                    }
                 }
             });
+            if got == 0 {
+                table.sample_expiring_run(super::splitmix64(seed), n, |key, when| {
+                    if let Some(e) = table.find(table.hash(key), key) {
+                        consider(key, e.access(), Some(when).filter(|_| with_ttl));
+                    }
+                });
+            }
             return;
         }
         for _ in 0..n {
