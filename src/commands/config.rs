@@ -100,13 +100,7 @@ fn config_set(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             )));
         }
     }
-    ctx.shared
-        .maxmemory
-        .store(updated.maxmemory, Ordering::Relaxed);
-    crate::engine::shared::apply_eviction_config(&updated);
-    ctx.shared
-        .maxmemory_evicts
-        .store(updated.maxmemory_policy != "noeviction", Ordering::Relaxed);
+    ctx.shared.apply_memory_config(&updated);
     ctx.store.set_notify_flags(updated.notify_keyspace_events);
     // Deliveries to subscribers apply the pubsub class under the keyspace lock, which this holds.
     ctx.pubsub.limit = Some(updated.client_obuf_limits.pubsub);

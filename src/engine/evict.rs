@@ -123,7 +123,12 @@ pub enum Outcome {
 #[inline]
 pub fn perform(shared: &Shared, engine: &mut Engine) -> Outcome {
     let max = shared.maxmemory.load(Ordering::Relaxed);
-    if max == 0 || crate::engine::alloc::used_memory() as u64 <= max {
+    // Under `noeviction` there is nothing to do here (`commands::refuse` answers OOM): no
+    // reading of `used_memory`, which the deny-oom check makes anyway.
+    if max == 0
+        || !shared.maxmemory_evicts.load(Ordering::Relaxed)
+        || crate::engine::alloc::used_memory() as u64 <= max
+    {
         return Outcome::Ok;
     }
     perform_over(shared, engine, max)
@@ -143,7 +148,8 @@ fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
         )
     };
     if policy == Policy::NoEviction {
-        // `commands::refuse` answers deny-oom commands with the OOM error.
+        // Not reached while `maxmemory_evicts` agrees (both change together, under this lock);
+        // `commands::refuse` answers deny-oom commands with OOM.
         return Outcome::Ok;
     }
     let started = Instant::now();

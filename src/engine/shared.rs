@@ -552,25 +552,26 @@ pub struct Shared {
     pub repl_target: tokio::sync::watch::Sender<u64>,
 }
 
-/// Hands the eviction policy's kind and the LFU parameters to the keys' access clocks
-/// (`store::access`), at startup and after CONFIG SET.
-pub fn apply_eviction_config(config: &Config) {
-    crate::store::access::set_policy(
-        config.maxmemory_policy.contains("lfu"),
-        config.lfu_log_factor,
-        config.lfu_decay_time,
-    );
-}
-
 impl Shared {
+    /// Mirrors the memory settings read without the config lock: `maxmemory`, whether the
+    /// policy evicts, and the policy's kind and LFU parameters for the keys' access clocks
+    /// (`store::access`). At startup and after CONFIG SET.
+    pub fn apply_memory_config(&self, config: &Config) {
+        self.maxmemory.store(config.maxmemory, Ordering::Relaxed);
+        self.maxmemory_evicts
+            .store(config.maxmemory_policy != "noeviction", Ordering::Relaxed);
+        crate::store::access::set_policy(
+            config.maxmemory_policy.contains("lfu"),
+            config.lfu_log_factor,
+            config.lfu_decay_time,
+        );
+    }
+
     /// The state of a new server; `commands` is the size of the command table (for its statistics).
     pub fn new(config: Config, commands: usize) -> Arc<Shared> {
-        apply_eviction_config(&config);
         crate::store::access::tick(crate::engine::now_ms());
         let mut engine = Engine::new(config.databases, commands);
         engine.store.set_notify_flags(config.notify_keyspace_events);
-        let maxmemory = config.maxmemory;
-        let evicts = config.maxmemory_policy != "noeviction";
         let knobs = ReplKnobs::default();
         knobs.update(&config);
         let obuf_limits = config.client_obuf_limits;
@@ -588,8 +589,8 @@ impl Shared {
             loading: AtomicBool::new(false),
             bgsave_failed: AtomicBool::new(false),
             config_gen: AtomicU64::new(0),
-            maxmemory: AtomicU64::new(maxmemory),
-            maxmemory_evicts: AtomicBool::new(evicts),
+            maxmemory: AtomicU64::new(0),
+            maxmemory_evicts: AtomicBool::new(false),
             repl_knobs: knobs,
             write_config: crate::store::db::WriteConfig::default(),
             parallel_batches: AtomicBool::new(false),
@@ -603,6 +604,7 @@ impl Shared {
             repl_target: tokio::sync::watch::channel(0).0,
         });
         shared.mirror_write_config(&shared.config());
+        shared.apply_memory_config(&shared.config());
         {
             let mut engine = shared.engine();
             engine.pubsub.limit = Some(obuf_limits.pubsub);
