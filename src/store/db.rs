@@ -1764,7 +1764,9 @@ impl Db {
             }
             return;
         }
-        for _ in 0..n {
+        // There are only STRIPES queue heads: more draws than that find no new candidate, and
+        // `maxmemory-samples` may be up to 2^31 - 1.
+        for _ in 0..n.min(STRIPES) {
             let draw = super::splitmix64(seed);
             let Some((when, h)) = self.expire_queue.earliest(draw) else {
                 return;
@@ -1940,7 +1942,8 @@ impl Db {
             let Some((when, h)) = self.expire_queue.next_due(self.now_ms) else {
                 break;
             };
-            let Some(key) = self.table.expiring_key(h, when).map(Bytes::copy_from_slice) else {
+            // A `Str`: a key of up to 30 bytes is copied without an allocation.
+            let Some(key) = self.table.expiring_key(h, when).map(Str::copy_from_slice) else {
                 // An entry the table does not have (a bug: every TTL change changes both). Left
                 // there, it would stay first in its set, taking every run's budget; dropped, it
                 // costs nothing more.
