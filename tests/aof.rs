@@ -77,7 +77,7 @@ impl Hb {
 
     /// Waits for the process to exit by itself; its status and output.
     fn output(self) -> std::process::Output {
-        self.0.into_child().wait_with_output().expect("wait")
+        self.0.output()
     }
 }
 

@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{binary_args, connect_when_ready, free_port, tempdir, RawConn};
+use common::{binary_args, connect_when_ready, tempdir, RawConn};
 
 /// A spawned server that is killed when dropped, so a failing assertion cannot leave a server
 /// spinning on the machine after the test (one that never stops spinning holds a core):
@@ -22,7 +22,7 @@ impl Server {
     /// Kills the server and returns what it logged.
     fn stop(mut self) -> String {
         let _ = self.0.kill();
-        let out = self.0.into_child().wait_with_output().unwrap();
+        let out = self.0.output();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
@@ -30,17 +30,14 @@ impl Server {
 /// Starts the binary with `HYPERBLOOM_BUSY_POLL=budget` and the given extra environment.
 fn spawn_busy(tag: &str, budget: &str, env: &[(&str, &str)]) -> (Server, RawConn) {
     let dir = tempdir(tag);
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args(binary_args(port, &dir, ""))
-        .env("HYPERBLOOM_BUSY_POLL", budget)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut process = common::ServerProcess::new(child).on_port(port);
-    process.wait_until_it_listens(port);
+    let (process, port) = common::spawn_listening(|port| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hyperbloom"));
+        command
+            .args(binary_args(port, &dir, ""))
+            .env("HYPERBLOOM_BUSY_POLL", budget)
+            .envs(env.iter().copied());
+        command
+    });
     let server = Server(process);
     let conn = connect_when_ready(format!("127.0.0.1:{port}").parse().unwrap());
     (server, conn)

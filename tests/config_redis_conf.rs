@@ -39,43 +39,31 @@ fn exit_and_stderr(bin: &str, args: &[&str]) -> (Option<i32>, String) {
 fn debian_redis_conf_starts_hyperbloom() {
     let conf = debian_conf();
     let dir = common::tempdir("redis-conf");
-    let port = common::free_port();
-    // Killed on drop should an assertion fail before the SIGTERM below.
-    let mut child = common::ServerProcess::new(
-        Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
+    // Killed on drop should an assertion fail before the SIGTERM below; started again on another
+    // port should its port be taken before it binds, and waited for until it listens (or has
+    // exited: the loop below reports why).
+    let (mut child, port) = common::spawn_listening(|port| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hyperbloom"));
+        command
             .arg(&conf)
             .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
-            .args(["--daemonize", "no", "--logfile", ""])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
-    .on_port(port);
-    // Until this very server listens (or has exited: the loop below reports why).
-    child.wait_until_it_listens(port);
+            .args(["--daemonize", "no", "--logfile", ""]);
+        command
+    });
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let start = Instant::now();
     let mut c = loop {
         if let Some(conn) = common::RawConn::connect_if_listening(addr) {
             break conn;
         }
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            panic!("hyperbloom {conf} exited with {status}:\n{err}\n{out}");
+        if child.try_wait().unwrap().is_some() {
+            let out = child.output();
+            panic!(
+                "hyperbloom {conf} exited with {}:\n{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
         }
         assert!(
             start.elapsed() < Duration::from_secs(20),

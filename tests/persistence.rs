@@ -530,7 +530,7 @@ fn binary_exits_nonzero_on_a_corrupt_snapshot() {
     let bytes = file_of(&sample_store());
     std::fs::write(dir.join("dump.rdb"), &bytes[..bytes.len() - 100]).unwrap();
     let (child, _) = common::spawn_binary(&dir, "");
-    let out = child.into_child().wait_with_output().unwrap();
+    let out = child.output();
     assert_eq!(out.status.code(), Some(1));
     let log =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);

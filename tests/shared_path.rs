@@ -361,18 +361,15 @@ fn new_keys_added_under_the_shared_lock_come_back_from_the_aof() {
     // The first run creates filters of 1000 by default, the restart's default is 100: what comes
     // back is what the AOF's BF.RESERVE says.
     let start = |initial_size: &str| {
-        let port = common::free_port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-            .args(common::binary_args(port, &dir, ""))
-            .args(["--appendonly", "yes", "--appendfsync", "no"])
-            .args(["--bf-initial-size", initial_size])
-            .env("HYPERBLOOM_WORKERS", "2")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = common::ServerProcess::new(child).on_port(port);
-        server.wait_until_it_listens(port);
+        let (server, port) = common::spawn_listening(|port| {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"));
+            command
+                .args(common::binary_args(port, &dir, ""))
+                .args(["--appendonly", "yes", "--appendfsync", "no"])
+                .args(["--bf-initial-size", initial_size])
+                .env("HYPERBLOOM_WORKERS", "2");
+            command
+        });
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut c = common::connect_when_ready(addr);
         common::wait_loaded(&mut c);

@@ -14,7 +14,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,18 +38,15 @@ fn runs() -> usize {
 }
 
 fn spawn(dir: &Path) -> (common::ServerProcess, SocketAddr) {
-    let port = common::free_port();
-    let child = Command::new(binary())
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "3600 1", "--dir", dir.to_str().unwrap()])
-        .args(["--loglevel", "warning"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server");
     // Connections then reach this very server, not another process's socket on the port.
-    let mut child = common::ServerProcess::new(child).on_port(port);
-    child.wait_until_it_listens(port);
+    let (child, port) = common::spawn_listening(|port| {
+        let mut command = Command::new(binary());
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "3600 1", "--dir", dir.to_str().unwrap()])
+            .args(["--loglevel", "warning"]);
+        command
+    });
     (child, format!("127.0.0.1:{port}").parse().unwrap())
 }
 

@@ -136,17 +136,14 @@ fn spawn_socket_only(dir: &Path, sock: &str, extra: &[&str]) -> ServerProcess {
 
 /// The server on a free TCP port of 127.0.0.1 and on the socket `sock`, plus `extra`.
 fn spawn_with_socket(dir: &Path, sock: &str, extra: &[&str]) -> (ServerProcess, SocketAddr) {
-    let port = common::free_port();
-    let child = Command::new(binary())
-        .args(common::binary_args(port, dir, ""))
-        .args(["--unixsocket", sock])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the server");
-    let mut child = ServerProcess::new(child).on_port(port);
-    child.wait_until_it_listens(port);
+    let (child, port) = common::spawn_listening(|port| {
+        let mut command = Command::new(binary());
+        command
+            .args(common::binary_args(port, dir, ""))
+            .args(["--unixsocket", sock])
+            .args(extra);
+        command
+    });
     (child, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
@@ -168,7 +165,7 @@ fn connect_unix_when_ready(sock: &str, child: &mut ServerProcess) -> SockConn {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let out = output_of(child);
+            let out = child.read_exited_output();
             panic!("the server exited with {status} before serving {sock}:\n{out}");
         }
         if let Ok(mut c) = SockConn::try_connect_unix(sock) {
@@ -188,18 +185,6 @@ fn connect_unix_when_ready(sock: &str, child: &mut ServerProcess) -> SockConn {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// What an exited child wrote (stdout then stderr).
-fn output_of(child: &mut ServerProcess) -> String {
-    let mut out = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    out
 }
 
 /// Waits for the process to exit; fails if it is still running after `secs`.
@@ -742,7 +727,7 @@ fn a_socket_in_a_missing_directory_fails_the_startup() {
     let sock = d.file("missing/s.sock");
     let (mut child, _addr) = spawn_with_socket(d.path(), &sock, &[]);
     let status = wait_exit(&mut child, 10);
-    let out = output_of(&mut child);
+    let out = child.read_exited_output();
     assert_eq!(status.code(), Some(1), "{status}: {out}");
     assert!(!out.trim().is_empty(), "the failed startup logged nothing");
     assert!(!Path::new(&sock).exists());

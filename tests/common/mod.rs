@@ -159,23 +159,76 @@ pub fn wait_loaded(c: &mut RawConn) {
 /// A spawned server binary, killed (and reaped) when dropped: a test that fails partway, or
 /// whose server never came up, leaves no server running. `Deref`s to the `Child` for
 /// everything else (kill -9 and wait, stdout, the pid).
-pub struct ServerProcess(Option<std::process::Child>, Option<u16>);
+pub struct ServerProcess {
+    child: Option<std::process::Child>,
+    port: Option<u16>,
+    /// What the process wrote, when [`spawn_listening`] read it to tell a lost port from another
+    /// reason to exit; [`ServerProcess::output`] hands it on.
+    exited_output: Option<std::process::Output>,
+}
 
 impl ServerProcess {
     pub fn new(child: std::process::Child) -> ServerProcess {
-        ServerProcess(Some(child), None)
+        ServerProcess {
+            child: Some(child),
+            port: None,
+            exited_output: None,
+        }
     }
 
     /// The TCP port the server was told to listen on: a failing test then also shows who listens
     /// there.
     pub fn on_port(mut self, port: u16) -> ServerProcess {
-        self.1 = Some(port);
+        self.port = Some(port);
         self
     }
 
     /// The `Child`, no longer killed on drop: for `wait_with_output` and the like.
     pub fn into_child(mut self) -> std::process::Child {
-        self.0.take().expect("only `into_child` takes it")
+        self.child.take().expect("only `into_child` takes it")
+    }
+
+    /// Waits for the process to exit by itself: its status and what it wrote.
+    pub fn output(mut self) -> std::process::Output {
+        let read = self.exited_output.take();
+        let out = self
+            .into_child()
+            .wait_with_output()
+            .expect("wait for the server");
+        match read {
+            Some(read) => std::process::Output {
+                status: out.status,
+                ..read
+            },
+            None => out,
+        }
+    }
+
+    /// For a process that has exited (it waits for that): its piped stdout and stderr as one
+    /// text, read to their end once and kept for [`ServerProcess::output`] and the drop's report.
+    pub fn read_exited_output(&mut self) -> String {
+        use std::io::Read;
+        if let Some(out) = &self.exited_output {
+            return String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+        }
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        if let Some(mut pipe) = self.stdout.take() {
+            let _ = pipe.read_to_end(&mut stdout);
+        }
+        if let Some(mut pipe) = self.stderr.take() {
+            let _ = pipe.read_to_end(&mut stderr);
+        }
+        let status = self.wait().expect("wait for the server");
+        let text =
+            String::from_utf8_lossy(&stdout).into_owned() + &String::from_utf8_lossy(&stderr);
+        self.exited_output = Some(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        });
+        text
     }
 
     /// Waits (bounded) until this very process listens on `port`, or has exited (a test may
@@ -207,23 +260,23 @@ impl ServerProcess {
 impl std::ops::Deref for ServerProcess {
     type Target = std::process::Child;
     fn deref(&self) -> &std::process::Child {
-        self.0.as_ref().expect("only `into_child` takes it")
+        self.child.as_ref().expect("only `into_child` takes it")
     }
 }
 
 impl std::ops::DerefMut for ServerProcess {
     fn deref_mut(&mut self) -> &mut std::process::Child {
-        self.0.as_mut().expect("only `into_child` takes it")
+        self.child.as_mut().expect("only `into_child` takes it")
     }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Already gone (the test stopped it) is the common case: both calls are then no-ops.
-        if let Some(mut child) = self.0.take() {
+        if let Some(mut child) = self.child.take() {
             let panicking = std::thread::panicking();
             // A failing test: who listens on the server's port (pids), while it still runs.
-            if let (true, Some(port)) = (panicking, self.1) {
+            if let (true, Some(port)) = (panicking, self.port) {
                 eprintln!(
                     "the test's server has pid {}; listening on its port {port}: {:?}",
                     child.id(),
@@ -237,7 +290,10 @@ impl Drop for ServerProcess {
             }
             // Then what its server said, which is often why (it exited, or never bound its
             // port). The pipes are read to their end now that the process is gone.
+            let read = self.exited_output.take();
             if let Ok(out) = child.wait_with_output() {
+                // Output read before (by `spawn_listening`) is all there is; the pipes are empty.
+                let out = read.unwrap_or(out);
                 eprintln!(
                     "the test's server ended with {}; its stdout:\n{}\nits stderr:\n{}",
                     out.status,
@@ -272,17 +328,50 @@ pub fn spawn_binary_with(
     save: &str,
     extra: &[&str],
 ) -> (ServerProcess, std::net::SocketAddr) {
-    let port = free_port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"))
-        .args(binary_args(port, dir, save))
-        .args(extra)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = ServerProcess::new(child).on_port(port);
-    child.wait_until_it_listens(port);
+    let (child, port) = spawn_listening(|port| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hyperbloom"));
+        command.args(binary_args(port, dir, save)).args(extra);
+        command
+    });
     (child, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
+/// Spawns `command_for(port)` on a [`free_port`] and waits until it listens there
+/// ([`ServerProcess::wait_until_it_listens`]); when it exits saying the port is taken, spawns it
+/// again on another port (up to 8 times). Its stdout and stderr are piped (kept for
+/// [`ServerProcess::output`] and shown when a test fails).
+///
+/// `free_port` checks a port by binding it, but something may bind it between that check and the
+/// server's own bind: the CI run at `43f747b` lost `tests/unix_socket.rs`'s
+/// `config_get_shows_both_and_config_set_refuses_them` to "Address already in use" on a port
+/// nothing listened on a moment later.
+pub fn spawn_listening(
+    mut command_for: impl FnMut(u16) -> std::process::Command,
+) -> (ServerProcess, u16) {
+    const ATTEMPTS: usize = 8;
+    for attempt in 1..=ATTEMPTS {
+        let port = free_port();
+        let child = command_for(port)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the server");
+        let mut process = ServerProcess::new(child).on_port(port);
+        process.wait_until_it_listens(port);
+        if !matches!(process.try_wait(), Ok(Some(_))) {
+            return (process, port);
+        }
+        // It exited before (or right after) it listened: the output says whether the port was
+        // the reason. Read now (the process is gone, so its pipes end), and kept for a test that
+        // expected the exit.
+        let said = process.read_exited_output();
+        if said.contains("Address already in use") && attempt < ATTEMPTS {
+            eprintln!("port {port} was taken before the server bound it; another port");
+            continue;
+        }
+        return (process, port);
+    }
+    unreachable!("the last attempt returns")
 }
 
 /// The inodes of the sockets listening on TCP `port` (`/proc/net/tcp{,6}`: the local address's
