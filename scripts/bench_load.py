@@ -73,6 +73,8 @@ STANDARD = [
 
 # Custom tests: (label, command words, commands the server must know).
 CUSTOM = [
+    # The cache's write: a key with a TTL (`-r` keys, so most writes replace one that has a TTL).
+    ("SET EX", ["SET", "key:__rand_int__", "xxx", "EX", "100000"], ["set"]),
     ("BF.ADD", ["BF.ADD", "bench:bf", "__rand_int__"], ["bf.add"]),
     ("BF.EXISTS", ["BF.EXISTS", "bench:bf", "__rand_int__"], ["bf.exists"]),
     ("BF.EXISTS (12 links)", ["BF.EXISTS", "bench:bf12", "__rand_int__"], ["bf.exists"]),

@@ -61,7 +61,7 @@
 //! (`SharedDb::delete_keys`: every key checked before any is removed, none due).
 //!
 //! # TTLs under the shared lock
-//! A key's TTL lives in two places: its segment's TTL table, which the stripe guards as it
+//! A key's TTL lives in two places: its entry in the segment, which the stripe guards as it
 //! guards the segment's keys, and the database's expiry queue, which is one ordered set per
 //! stripe (`store::db::ExpiryQueues`): so the stripe held for writing guards both, and cores
 //! changing TTLs under different stripes share nothing. SET with an expiry (EX, PX, EXAT, PXAT;

@@ -223,6 +223,8 @@ fn set_generic(
     let v = Value::str(value);
     if opts.keepttl {
         db.insert_keep_ttl(key, v);
+    } else if when.is_some() {
+        db.insert_expiring(key, v);
     } else {
         db.insert(key, v);
     }
@@ -384,11 +386,12 @@ fn set_shared_generic(
             if opts.xx {
                 return Ok(old.unwrap_or(Reply::Null));
             }
-            if when.is_some() && !ttl_ok {
+            match when {
                 // The vacancy left unfilled leaves the table as it was.
-                return super::shared_path::defer(db);
+                Some(_) if !ttl_ok => return super::shared_path::defer(db),
+                Some(_) => v.insert_expiring(Value::str(value)),
+                None => v.insert(Value::str(value)),
             }
-            v.insert(Value::str(value));
             false
         }
     };

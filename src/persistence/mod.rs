@@ -209,7 +209,7 @@ fn load_into<R: std::io::Read + Send>(
                         b.push(Decoded::Key {
                             db: dbi,
                             hash: hasher.hash(key),
-                            entry: crate::store::Db::new_entry(key, value),
+                            entry: crate::store::Db::new_entry(key, value, expire.is_some()),
                             expire,
                         });
                         *n += size + key.len();

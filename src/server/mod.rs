@@ -139,8 +139,8 @@
 //! serial part this box cannot size: the segment splits, one per 128 keys added, all on the
 //! exclusive path, where every other core waits for them.
 //!
-//! TTLs (2026-12-06, night). A key's TTL is in its segment's TTL table, which the same stripe
-//! guards, and in the database's expiry queue, now one ordered set per stripe
+//! TTLs (2026-12-06, night). A key's TTL is in its entry (until 2026-12-08, in its segment's
+//! TTL table), which the same stripe guards, and in the database's expiry queue, now one ordered set per stripe
 //! (`store::db::ExpiryQueues`; active expiry walks the 256 from a cursor). So where keys can be
 //! added, a write holding the stripe may set or clear a TTL too: SET with every option
 //! (EX/PX/EXAT/PXAT, KEEPTTL, NX/XX, GET), SETEX, PSETEX, SET over a key that had a TTL, DEL of

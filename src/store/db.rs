@@ -317,13 +317,13 @@ pub struct SharedEntry<'s> {
 impl SharedEntry<'_> {
     /// Drops the `OBJECT ENCODING` override, as replacing a value does ([`Db::insert`]).
     pub fn clear_encoding(&mut self) {
-        *self.enc = ENC_NONE;
+        *self.enc = super::entry::with_code(*self.enc, ENC_NONE);
     }
 
     /// Marks a string `raw`, as Redis's unsharing before a write in place does
     /// ([`Db::lookup_unshared`]).
     pub fn mark_raw(&mut self) {
-        *self.enc = enc_code(Some("raw"));
+        *self.enc = super::entry::with_code(*self.enc, enc_code(Some("raw")));
     }
 }
 
@@ -588,12 +588,12 @@ impl<'a> SharedDb<'a> {
             // contract. The removals are counted below and added to the table's count before
             // the shared lock is let go.
             if let Some(entry) = unsafe { self.db.table.remove_shared(h, key) } {
+                // Its TTL went with it (`remove_shared` counted it); its queue entry goes too.
+                if let Some(when) = entry.deadline() {
+                    self.db.expire_queue.change_shared(h, Some(when), None);
+                }
                 drop(entry);
                 n += 1;
-                if self.db.table.expires_len() != 0 {
-                    // `can_change_ttl` holds: `inserts`, the stripe, `can_remove_shared`.
-                    self.clear_ttl_h(h, key);
-                }
             }
         }
         self.removed += n;
@@ -691,7 +691,7 @@ impl<'a> SharedDb<'a> {
         h: u64,
         inserts: Inserts,
     ) -> Option<SharedSlot<'_, 'k>> {
-        // The stripe first: the key's TTL table may be changing under another stripe's holder
+        // The stripe first: the key's segment may be changing under another stripe's holder
         // otherwise.
         if !self.holds(stripe_of(h), true) {
             self.deferred = true;
@@ -876,6 +876,13 @@ impl SharedVacancy<'_, '_> {
         self.insert_with_code(value, ENC_NONE);
     }
 
+    /// [`SharedVacancy::insert`] of a key the command gives a TTL next ([`SharedDb::set_ttl`]):
+    /// its entry has the deadline slot already (`Entry::with_slot`).
+    pub fn insert_expiring(self, value: Value) {
+        let entry = Entry::with_slot(self.key, ENC_NONE, value);
+        self.insert_entry(entry);
+    }
+
     /// [`SharedVacancy::insert`] of a string marked `raw`, as PFADD creates its HLL (Redis
     /// makes every HLL a raw string, whatever its length).
     pub fn insert_raw(self, value: Value) {
@@ -884,6 +891,10 @@ impl SharedVacancy<'_, '_> {
 
     fn insert_with_code(self, value: Value, code: u8) {
         let entry = Entry::new(self.key, code, value);
+        self.insert_entry(entry);
+    }
+
+    fn insert_entry(self, entry: Entry) {
         // SAFETY: `SharedDb::slot` made this vacancy under the shared keyspace lock with the
         // key's stripe held for writing, after `can_insert_shared` and a lookup that found the
         // key missing; both locks are still held, since the vacancy borrows the `SharedDb`
@@ -1019,10 +1030,10 @@ struct ExpiryQueues {
 }
 
 /// One stripe's queue: (deadline, key hash) → how many keys (two keys of one hash and one
-/// deadline, a 64-bit collision, are counted, not merged). The key itself is in the segment's
-/// TTL table ([`KeyTable::expiring_key`]): a queue entry is 16 bytes and no allocation, where
-/// a copy of the key cost a heap chunk and a reference count (issue 15, target 3: a key with a
-/// TTL cost 247 bytes more than one without).
+/// deadline, a 64-bit collision, are counted, not merged). The key itself is found in the key
+/// table by its hash and deadline ([`KeyTable::expiring_key`]): a queue entry is 16 bytes and no
+/// allocation, where a copy of the key cost a heap chunk and a reference count (issue 15, target
+/// 3: a key with a TTL cost 247 bytes more than one without).
 type ExpiryQueue = BTreeMap<(u64, u64), u32>;
 
 #[repr(align(64))]
@@ -1352,10 +1363,14 @@ impl Db {
         self.get(key).is_some()
     }
 
-    /// Removes the entry of `key` from the map, returning its value.
+    /// Removes the entry of `key` from the map, and its TTL with it, returning its value.
     fn take(&mut self, key: &[u8]) -> Option<Value> {
         let h = self.hash(key);
-        self.table.remove(h, key).map(Entry::into_value)
+        let entry = self.table.remove(h, key)?;
+        if let Some(when) = entry.deadline() {
+            self.expire_queue.remove(h, when);
+        }
+        Some(entry.into_value())
     }
 
     /// Number of keys, including keys that are due but not yet reclaimed (as Redis's DBSIZE).
@@ -1607,7 +1622,16 @@ impl Db {
 
     /// Stores `value` under `key`, dropping any TTL (as SET does).
     pub fn insert(&mut self, key: impl AsRef<[u8]>, value: Value) {
-        let key = key.as_ref();
+        self.insert_with(key.as_ref(), value, false);
+    }
+
+    /// [`Db::insert`] of a value the command gives a TTL next ([`Db::set_expire_of_written`]):
+    /// a new key's entry has the deadline slot already (`Entry::with_slot`).
+    pub fn insert_expiring(&mut self, key: impl AsRef<[u8]>, value: Value) {
+        self.insert_with(key.as_ref(), value, true);
+    }
+
+    fn insert_with(&mut self, key: &[u8], value: Value, slot: bool) {
         // One hash for the whole write (issue 15).
         let h = self.hash(key);
         if self.table.expires_len() != 0 {
@@ -1617,21 +1641,23 @@ impl Db {
             self.clear_expire_h(h, key);
         }
         // Redis's order: dbAdd raises `new`, then setKey signals the modification.
-        if self.put(h, key, value) {
+        if self.put(h, key, value, slot) {
             self.notify(events::NEW, "new", key);
         }
         self.touch(key);
     }
 
     /// Stores `value` under `key` (hash `h`) with no encoding override (replacing the key drops
-    /// it), in one probe of the table. True if the key is new.
-    fn put(&mut self, h: u64, key: &[u8], value: Value) -> bool {
+    /// it), in one probe of the table; a new key's entry with a deadline slot if `slot`. True if
+    /// the key is new.
+    fn put(&mut self, h: u64, key: &[u8], value: Value, slot: bool) -> bool {
         self.table.upsert(h, key, |e| match e {
             Some(e) => {
                 *e.value_mut() = value;
                 e.set_enc(ENC_NONE);
                 (None, false)
             }
+            None if slot => (Some(Entry::with_slot(key, ENC_NONE, value)), true),
             None => (Some(Entry::new(key, ENC_NONE, value)), true),
         })
     }
@@ -1641,7 +1667,7 @@ impl Db {
         let key = key.as_ref();
         let h = self.hash(key);
         self.expire_if_due_h(h, key);
-        if self.put(h, key, value) {
+        if self.put(h, key, value, false) {
             self.notify(events::NEW, "new", key);
         }
         self.touch(key);
@@ -1685,7 +1711,6 @@ impl Db {
     /// caller asked for deletion, and the expired value is simply reclaimed).
     pub fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let v = self.take(key)?;
-        self.clear_expire(key);
         self.touch(key);
         Some(v)
     }
@@ -1695,7 +1720,6 @@ impl Db {
     /// `UNLINK` when `unlink` (`lazyfree-lazy-eviction`). Like Redis's eviction it does not count
     /// in `dirty`. False if the key was not there.
     pub fn evict(&mut self, key: &[u8], unlink: bool) -> bool {
-        self.clear_expire(key);
         if self.take(key).is_none() {
             return false;
         }
@@ -1712,7 +1736,7 @@ impl Db {
     /// Eviction candidates (`maxmemory`), each through `consider` with its access bits and,
     /// with `with_ttl`, its deadline: `n` keys next to one another from a random place
     /// ([`KeyTable::sample_run`]), or with `volatile` `n` keys with a TTL next to one another in
-    /// a segment's TTL table ([`KeyTable::sample_expiring_run`]). With `earliest` (volatile-ttl),
+    /// a segment ([`KeyTable::sample_expiring_run`]). With `earliest` (volatile-ttl),
     /// each of `n` draws (which may repeat a key) is instead the key due
     /// first in a random stripe's expiry queue: the queues are ordered, so a draw is the nearest
     /// deadline of 1/256 of the keys, where Redis's sample is a random key. A database with no
@@ -1730,36 +1754,27 @@ impl Db {
         if !volatile {
             let table = &self.table;
             table.sample_run(super::splitmix64(seed), n, |e| {
-                let key = e.key();
-                let ttl = if with_ttl && table.expires_len() != 0 {
-                    table.expiry(table.hash(key), key)
-                } else {
-                    None
-                };
-                consider(key, e.access(), ttl);
+                let ttl = if with_ttl { e.deadline() } else { None };
+                consider(e.key(), e.access(), ttl);
             });
             return;
         }
         if !earliest {
-            // A run of the key table, keeping the keys with a TTL (their segment's TTL table is
-            // the one the run walks beside); a table where few keys have one falls back to a
-            // run of the TTL tables, whose keys are then looked up for their access bits.
+            // A run of the key table, keeping the keys with a TTL; a table where few keys have
+            // one falls back to a run of the segments that hold some, which skips the others.
             let table = &self.table;
             let mut got = 0;
             table.sample_run(super::splitmix64(seed), 2 * n, |e| {
-                let key = e.key();
                 if got < n {
-                    if let Some(when) = table.expiry(table.hash(key), key) {
-                        consider(key, e.access(), Some(when).filter(|_| with_ttl));
+                    if let Some(when) = e.deadline() {
+                        consider(e.key(), e.access(), Some(when).filter(|_| with_ttl));
                         got += 1;
                     }
                 }
             });
             if got == 0 {
-                table.sample_expiring_run(super::splitmix64(seed), n, |key, when| {
-                    if let Some(e) = table.find(table.hash(key), key) {
-                        consider(key, e.access(), Some(when).filter(|_| with_ttl));
-                    }
+                table.sample_expiring_run(super::splitmix64(seed), n, |e, when| {
+                    consider(e.key(), e.access(), Some(when).filter(|_| with_ttl));
                 });
             }
             return;
@@ -1791,7 +1806,6 @@ impl Db {
 
     /// Deletes a key whose deadline passed, recording it for propagation.
     fn remove_expired(&mut self, key: &[u8]) {
-        self.clear_expire(key);
         if self.take(key).is_some() {
             // Redis's order: the `expired` event, then the modification (WATCH, tracking).
             self.notify(events::EXPIRED, "expired", key);
@@ -1860,14 +1874,19 @@ impl Db {
     /// with nothing changed, if the key is already there (a corrupt file's duplicate).
     pub fn load_new(&mut self, key: &[u8], value: Value, expire_ms: Option<u64>) -> bool {
         let h = self.hash(key);
-        self.load_entry(h, Db::new_entry(key, value), expire_ms)
+        self.load_entry(h, Db::new_entry(key, value, expire_ms.is_some()), expire_ms)
             .is_ok()
     }
 
     /// The entry [`Db::load_new`] would make for `key`, built where the caller likes (a load
-    /// builds entries on its decoding thread, and [`Db::load_entry`] inserts them).
-    pub fn new_entry(key: &[u8], value: Value) -> Entry {
-        Entry::new(key, ENC_NONE, value)
+    /// builds entries on its decoding thread, and [`Db::load_entry`] inserts them); with a
+    /// deadline slot when the key has a TTL (`with_ttl`), which the insert then fills in place.
+    pub fn new_entry(key: &[u8], value: Value, with_ttl: bool) -> Entry {
+        if with_ttl {
+            Entry::with_slot(key, ENC_NONE, value)
+        } else {
+            Entry::new(key, ENC_NONE, value)
+        }
     }
 
     /// This database's key hash, for [`Db::load_entry`]'s `h` computed on another thread.
@@ -1887,10 +1906,13 @@ impl Db {
         let Some(when) = expire_ms else {
             return self.table.insert_if_absent(h, entry);
         };
-        // The key for the TTL table, before the entry moves into the key table.
-        let key = Str::copy_from_slice(entry.key());
-        self.table.insert_if_absent(h, entry)?;
-        self.table.set_expiry(h, &key, when);
+        // The TTL in the block before it goes into the table: one allocation, not two.
+        let mut entry = entry;
+        entry.set_deadline(Some(when));
+        if let Err(mut entry) = self.table.insert_if_absent(h, entry) {
+            entry.set_deadline(None);
+            return Err(entry);
+        }
         self.expire_queue.insert(h, when);
         Ok(())
     }
@@ -2572,20 +2594,21 @@ mod tests {
             db.set_expire(&k, 1_000_000);
         }
         db.clear();
-        assert_eq!(db.table.capacity(), (0, 0));
+        assert_eq!(db.table.capacity(), 0);
         for i in 0..100_000u32 {
             let k = Bytes::from(format!("k{i}"));
             db.insert(k.clone(), Value::str(b"v"));
             db.set_expire(&k, 1_000_000);
         }
-        let peak = db.table.capacity().0;
+        let peak = db.table.capacity();
         for i in 100..100_000u32 {
             assert!(db.delete(format!("k{i}").as_bytes()));
         }
         db.shrink_if_sparse();
-        let (map, expires) = db.table.capacity();
+        let map = db.table.capacity();
         assert!(map < peak / 50, "{map}");
-        assert!(expires < peak / 50, "{expires}");
+        assert_eq!(db.table.expires_len(), 100);
+        assert_eq!(db.queue_len(), 100);
         for i in 0..100u32 {
             assert!(db.lookup(format!("k{i}").as_bytes()).is_some());
             assert_eq!(db.expire_at(format!("k{i}").as_bytes()), Some(1_000_000));
@@ -2606,21 +2629,64 @@ mod tests {
             db.insert(k.clone(), Value::str(b"v"));
             db.set_expire(&k, 1_000_000);
         }
-        let peak = db.table.capacity().1;
-        // PERSIST leaves the keys (no merge: the segments stay full) and the TTL tables sparse.
-        for i in 100..20_000u32 {
-            assert!(db.persist(format!("k{i}").as_bytes()));
-        }
-        let held = db.table.capacity().1;
+        let peak = db.table.capacity();
         let snap = db.snapshot();
-        db.shrink_if_sparse();
-        assert_eq!(db.table.capacity().1, held, "a held segment is not shrunk");
+        for i in 100..20_000u32 {
+            assert!(db.delete(format!("k{i}").as_bytes()));
+        }
+        for _ in 0..100 {
+            db.shrink_if_sparse();
+        }
         drop(snap);
         db.shrink_if_sparse();
-        let expires = db.table.capacity().1;
-        assert!(expires < peak / 20, "{expires} of {peak}");
-        assert_eq!(db.len(), 20_000);
+        let map = db.table.capacity();
+        assert!(map < peak / 20, "{map} of {peak}");
+        assert_eq!(db.len(), 100);
         assert_eq!(db.expire_at(b"k7"), Some(1_000_000));
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_ttls_its_keys_had() {
+        // A TTL lives in the key's block (`store::entry`), which a snapshot shares: setting,
+        // clearing or giving a first TTL after the snapshot copies the block, and the snapshot
+        // still sees the old one.
+        let mut db = db_at(0);
+        for i in 0..1_000u32 {
+            let k = Bytes::from(format!("k{i}"));
+            db.insert(k.clone(), Value::str(b"v"));
+            if i.is_multiple_of(2) {
+                db.set_expire(&k, 1_000_000 + u64::from(i));
+            }
+        }
+        let snap = db.snapshot();
+        for i in 0..1_000u32 {
+            let k = format!("k{i}");
+            match i % 4 {
+                0 => assert!(db.persist(k.as_bytes())),
+                1 => assert!(db.set_expire(k.as_bytes(), 5_000_000)),
+                2 => assert!(db.set_expire(k.as_bytes(), 6_000_000)),
+                _ => {}
+            }
+        }
+        let mut seen = 0;
+        for (k, _, ttl) in snap.table.entries() {
+            let i: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+            let want = i.is_multiple_of(2).then_some(1_000_000 + i);
+            assert_eq!(ttl, want, "k{i}");
+            seen += 1;
+        }
+        assert_eq!(seen, 1_000);
+        assert_eq!(snap.table.counts(), (1_000, 500));
+        for i in 0..1_000u64 {
+            let want = match i % 4 {
+                0 | 3 => None,
+                1 => Some(5_000_000),
+                _ => Some(6_000_000),
+            };
+            assert_eq!(db.expire_at(format!("k{i}").as_bytes()), want, "k{i}");
+        }
+        assert_eq!(db.table.expires_len(), 500);
+        assert_eq!(db.queue_len(), 500);
     }
 
     mod model {

@@ -9,6 +9,8 @@
 //! ```text
 //!  offset 0                 32             34     35          36          38           38+n
 //!  [ Value (32 bytes)      ][holders u16  ][enc ][access hi ][access lo ][len varint n][key ...]
+//!                                                                  then, for a key with a TTL:
+//!                                                                  [deadline u64, unaligned]
 //! ```
 //! - `Value` first, so it is aligned; a short string lives inside it (`store::string`).
 //! - `holders`: how many key table segments point at the block (an atomic count, as in `Arc`).
@@ -18,9 +20,16 @@
 //!   `&mut` access do it). When the snapshot lets go, it only decrements the counts: it frees the
 //!   blocks the live table replaced and nothing else. Two bytes: the holders are the live table
 //!   plus one per snapshot alive; past [`SHARE_MAX`] a clone copies the block instead.
-//! - `enc` is the `OBJECT ENCODING` override code (0 = none): Redis reports strings modified in
-//!   place as `raw` however short, and every HLL is `raw`. Kept here instead of in a side map, and
-//!   changed in place.
+//! - `enc` is the `OBJECT ENCODING` override code (0 = none, low 6 bits): Redis reports strings
+//!   modified in place as `raw` however short, and every HLL is `raw`. Kept here instead of in a
+//!   side map, and changed in place. Its top bits say whether the block ends with a deadline slot
+//!   ([`SLOT`]) and whether the slot holds the key's TTL ([`TTL_SET`]).
+//! - the deadline (unix ms) of a key with a TTL, in 8 bytes after the key. A TTL used to be an
+//!   element of a per-segment TTL table holding a copy of the key (40 bytes, in a hash table at
+//!   most 7/8 full): 1M keys with a TTL cost 234 bytes each against Redis's 156. A block grows
+//!   by the slot when a key first gets a TTL and keeps it when the TTL goes (PERSIST, or SET
+//!   without KEEPTTL), so that a key whose TTL is set again and again (`SET k v EX 100`, the
+//!   cache's pattern) is rebuilt once, not on every write.
 //! - `access`: the key's 24 access bits for `maxmemory` eviction, an LRU clock or an LFU counter
 //!   (`store::access`), as Redis's `robj.lru`: a byte and a `u16`, each atomic, so that readers
 //!   under the shared keyspace lock may record an access through `&Entry`, in a block a snapshot
@@ -46,6 +55,14 @@ const ENC_OFF: usize = COUNT_OFF + 2;
 const ACCESS_HI_OFF: usize = ENC_OFF + 1;
 const ACCESS_LO_OFF: usize = ACCESS_HI_OFF + 1;
 const LEN_OFF: usize = ACCESS_LO_OFF + 2;
+
+/// The bits of the `enc` byte that hold the encoding code; the two above it are flags.
+const CODE_MASK: u8 = 0x3f;
+/// Flag: the block ends with an 8-byte deadline slot (after the key).
+const SLOT: u8 = 0x80;
+/// Flag: the slot holds the key's TTL (with [`SLOT`] set).
+const TTL_SET: u8 = 0x40;
+const DEADLINE_SIZE: usize = 8;
 // The count is an AtomicU16 at COUNT_OFF: the block is aligned for Value, which is at least as
 // aligned as u16, and COUNT_OFF is a multiple of 2.
 // The same for the access bits' low half, a u16 at ACCESS_LO_OFF.
@@ -83,6 +100,13 @@ unsafe impl Send for Entry {}
 // SAFETY: as above; `&Entry` gives only shared access (reads, and atomic count updates).
 unsafe impl Sync for Entry {}
 
+/// The `enc` byte `byte` with its encoding code replaced by `code` and its flags kept (a write
+/// of the code through [`Entry::shared_write_parts`]'s pointer goes through this).
+pub(super) fn with_code(byte: u8, code: u8) -> u8 {
+    debug_assert!(code <= CODE_MASK);
+    (byte & !CODE_MASK) | (code & CODE_MASK)
+}
+
 fn varint_len(mut n: usize) -> usize {
     let mut len = 1;
     while n >= 0x80 {
@@ -92,10 +116,10 @@ fn varint_len(mut n: usize) -> usize {
     len
 }
 
-fn layout(key_len: usize) -> Layout {
+fn layout(key_len: usize, slot: bool) -> Layout {
     // A key is at most isize::MAX bytes (it exists in memory), so the sum cannot overflow; the
     // alignment is a power of two.
-    let size = LEN_OFF + varint_len(key_len) + key_len;
+    let size = LEN_OFF + varint_len(key_len) + key_len + if slot { DEADLINE_SIZE } else { 0 };
     match Layout::from_size_align(size, std::mem::align_of::<Value>()) {
         Ok(l) => l,
         Err(_) => alloc::handle_alloc_error(Layout::new::<Value>()),
@@ -109,9 +133,29 @@ impl Entry {
         Entry::with_access(key, enc, value, super::access::initial())
     }
 
+    /// [`Entry::new`] with an empty deadline slot, for a key about to get a TTL (SET ... EX of a
+    /// new key): the TTL is then written in place, where a block without a slot is rebuilt.
+    pub fn with_slot(key: &[u8], enc: u8, value: Value) -> Entry {
+        Entry::build(
+            key,
+            (enc & CODE_MASK) | SLOT,
+            value,
+            super::access::initial(),
+            None,
+        )
+    }
+
     /// A new block as [`Entry::new`] makes it, with the access bits `access`.
     fn with_access(key: &[u8], enc: u8, value: Value, access: u32) -> Entry {
-        let layout = layout(key.len());
+        Entry::build(key, enc & CODE_MASK, value, access, None)
+    }
+
+    /// A new block: `flags` is the whole `enc` byte (code and flags); with [`SLOT`] in it the
+    /// block ends with a deadline slot holding `deadline` (0 when `None`).
+    fn build(key: &[u8], flags: u8, value: Value, access: u32, deadline: Option<u64>) -> Entry {
+        let slot = flags & SLOT != 0;
+        debug_assert!(slot || flags & TTL_SET == 0);
+        let layout = layout(key.len(), slot);
         // SAFETY: the layout has a non-zero size (it holds a Value).
         let p = unsafe { alloc::alloc(layout) };
         let Some(p) = NonNull::new(p) else {
@@ -120,11 +164,12 @@ impl Entry {
         // SAFETY: the block is `layout.size()` bytes, aligned for Value; every write below is
         // within it: the Value at 0, the code at ENC_OFF, the access bits at ACCESS_HI_OFF and
         // ACCESS_LO_OFF (aligned for u16, asserted at the constants), the varint and then the
-        // key, which end exactly at the block's size.
+        // key, and with a slot the 8 deadline bytes after it, which end exactly at the block's
+        // size.
         unsafe {
             p.as_ptr().cast::<Value>().write(value);
             p.as_ptr().add(COUNT_OFF).cast::<u16>().write(1);
-            p.as_ptr().add(ENC_OFF).write(enc);
+            p.as_ptr().add(ENC_OFF).write(flags);
             p.as_ptr().add(ACCESS_HI_OFF).write((access >> 16) as u8);
             p.as_ptr()
                 .add(ACCESS_LO_OFF)
@@ -144,8 +189,93 @@ impl Entry {
                 at = at.add(1);
             }
             std::ptr::copy_nonoverlapping(key.as_ptr(), at, key.len());
+            if slot {
+                at.add(key.len())
+                    .cast::<u64>()
+                    .write_unaligned(deadline.unwrap_or(0));
+            }
         }
         Entry(p)
+    }
+
+    /// The whole `enc` byte: the code and the flags.
+    fn flags(&self) -> u8 {
+        // SAFETY: written by `build` at ENC_OFF, inside the block.
+        unsafe { *self.0.as_ptr().add(ENC_OFF) }
+    }
+
+    /// The key's TTL (unix ms), if it has one.
+    #[inline]
+    pub fn deadline(&self) -> Option<u64> {
+        if self.flags() & TTL_SET == 0 {
+            return None;
+        }
+        let (len, at) = self.key_span();
+        // SAFETY: TTL_SET implies SLOT: `build` made the block with 8 deadline bytes after the
+        // key's `len` bytes at `at`; read unaligned, as written.
+        Some(unsafe { self.0.as_ptr().add(at + len).cast::<u64>().read_unaligned() })
+    }
+
+    /// Sets or clears the key's TTL (the entry copied first if a snapshot shares it); answers
+    /// the old one. A block without a slot is rebuilt with one when a TTL is set (module docs);
+    /// clearing keeps the slot.
+    pub fn set_deadline(&mut self, when: Option<u64>) -> Option<u64> {
+        let old = self.deadline();
+        if old == when {
+            return old;
+        }
+        let flags = self.flags();
+        if flags & SLOT == 0 {
+            self.rebuild_with_slot(when?);
+            return None;
+        }
+        self.make_unique();
+        let (len, at) = self.key_span();
+        // SAFETY: the block has its slot (SLOT, unchanged by `make_unique`'s copy) after the key;
+        // `&mut self` on an unshared block makes the writes unique.
+        unsafe {
+            let base = self.0.as_ptr();
+            if let Some(when) = when {
+                base.add(at + len).cast::<u64>().write_unaligned(when);
+                base.add(ENC_OFF).write(flags | TTL_SET);
+            } else {
+                base.add(ENC_OFF).write(flags & !TTL_SET);
+            }
+        }
+        old
+    }
+
+    /// Replaces the block by one with a deadline slot holding `when`: the value moved when the
+    /// block is this entry's alone, cloned (and its reserved bytes taken over) when a snapshot
+    /// shares it.
+    #[cold]
+    fn rebuild_with_slot(&mut self, when: u64) {
+        let flags = self.flags() | SLOT | TTL_SET;
+        let access = self.access();
+        if !self.is_unique() {
+            let copy = Entry::build(self.key(), flags, self.value().clone(), access, Some(when));
+            self.value().uncount_reservations();
+            COPIES.fetch_add(1, Ordering::Relaxed);
+            *self = copy;
+            return;
+        }
+        let layout = layout(self.key().len(), false);
+        let p = self.0;
+        // SAFETY: the block is this entry's alone (checked above): the Value is moved out once,
+        // the key copied into the new block before the old one is freed (with the layout `build`
+        // made it with: no slot), and the old block is never dropped (`self` is overwritten
+        // without running Drop).
+        unsafe {
+            let value = p.as_ptr().cast::<Value>().read();
+            let new = Entry::build(self.key(), flags, value, access, Some(when));
+            alloc::dealloc(p.as_ptr(), layout);
+            std::ptr::write(self, new);
+        }
+    }
+
+    /// The layout this block was allocated with.
+    fn own_layout(&self) -> Layout {
+        layout(self.key().len(), self.flags() & SLOT != 0)
     }
 
     /// (key length, offset of the key bytes).
@@ -239,7 +369,7 @@ impl Entry {
 
     #[cold]
     fn copy_out(&mut self) {
-        let copy = Entry::with_access(self.key(), self.enc(), self.value().clone(), self.access());
+        let copy = self.copy_block();
         self.value().uncount_reservations();
         COPIES.fetch_add(1, Ordering::Relaxed);
         *self = copy;
@@ -266,7 +396,8 @@ impl Entry {
         unsafe { &mut *self.0.as_ptr().cast::<Value>() }
     }
 
-    /// Raw pointers to the value and to the encoding code, for a write through `&` under the
+    /// Raw pointers to the value and to the `enc` byte (the code and the flags: write a code with
+    /// [`with_code`]), for a write through `&` under the
     /// shared keyspace lock (`store::db::SharedDb::write`). Making them is safe; writing
     /// through them is the caller's to prove: it must hold the key's stripe lock for writing
     /// (so nothing else reads or writes this value or code meanwhile) and have seen the block
@@ -295,14 +426,33 @@ impl Entry {
 
     /// The encoding override code (0 = none).
     pub fn enc(&self) -> u8 {
-        // SAFETY: written by `new` at ENC_OFF, inside the block.
-        unsafe { *self.0.as_ptr().add(ENC_OFF) }
+        self.flags() & CODE_MASK
     }
 
     pub fn set_enc(&mut self, code: u8) {
         self.make_unique();
-        // SAFETY: as in `enc`; `&mut self` on an unshared block makes the write unique.
-        unsafe { self.0.as_ptr().add(ENC_OFF).write(code) }
+        let byte = with_code(self.flags(), code);
+        // SAFETY: as in `flags`; `&mut self` on an unshared block makes the write unique.
+        unsafe { self.0.as_ptr().add(ENC_OFF).write(byte) }
+    }
+
+    /// A new block with the same key, flags, deadline and access bits, and a clone of the value
+    /// (which takes over counting its reserved bytes: the caller un-counts the original's).
+    fn copy_block(&self) -> Entry {
+        let deadline = if self.flags() & SLOT != 0 {
+            let (len, at) = self.key_span();
+            // SAFETY: SLOT: 8 deadline bytes follow the key (see `deadline`).
+            Some(unsafe { self.0.as_ptr().add(at + len).cast::<u64>().read_unaligned() })
+        } else {
+            None
+        };
+        Entry::build(
+            self.key(),
+            self.flags(),
+            self.value().clone(),
+            self.access(),
+            deadline,
+        )
     }
 
     /// Frees the block and returns the value (a clone, taking over the counting of its
@@ -314,7 +464,7 @@ impl Entry {
             COPIES.fetch_add(1, Ordering::Relaxed);
             return v;
         }
-        let layout = layout(self.key().len());
+        let layout = self.own_layout();
         let p = self.0;
         std::mem::forget(self);
         // SAFETY: the block is this entry's alone (checked above); the Value is moved out exactly
@@ -336,7 +486,7 @@ impl Drop for Entry {
             return;
         }
         fence(Ordering::Acquire);
-        let layout = layout(self.key().len());
+        let layout = self.own_layout();
         // SAFETY: this was the last holder; the Value is dropped once, then the block is freed
         // with the layout `new` used.
         unsafe {
@@ -359,7 +509,7 @@ impl Clone for Entry {
             return Entry(self.0);
         }
         self.holders().fetch_sub(1, Ordering::Relaxed);
-        let copy = Entry::with_access(self.key(), self.enc(), self.value().clone(), self.access());
+        let copy = self.copy_block();
         self.value().uncount_reservations();
         COPIES.fetch_add(1, Ordering::Relaxed);
         copy
@@ -371,6 +521,7 @@ impl std::fmt::Debug for Entry {
         f.debug_struct("Entry")
             .field("key", &bytes::Bytes::copy_from_slice(self.key()))
             .field("enc", &self.enc())
+            .field("deadline", &self.deadline())
             .field("value", self.value())
             .finish()
     }
@@ -422,9 +573,61 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_is_set_cleared_and_kept_by_copies() {
+        for len in [0usize, 1, 16, 17, 127, 128, 300] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut e = Entry::new(&key, 2, Value::Str(Str::copy_from_slice(b"v")));
+            e.set_access(0x12_3456);
+            assert_eq!(e.deadline(), None);
+            assert_eq!(e.set_deadline(None), None);
+            assert_eq!(e.flags() & SLOT, 0, "clearing no TTL adds no slot");
+            // The first TTL rebuilds the block with a slot; the rest is unchanged.
+            assert_eq!(e.set_deadline(Some(u64::MAX - 1)), None);
+            assert_eq!(e.deadline(), Some(u64::MAX - 1));
+            assert_eq!((e.key(), e.enc(), e.access()), (&key[..], 2, 0x12_3456));
+            assert_eq!(e.value(), &Value::Str(Str::copy_from_slice(b"v")));
+            assert_eq!(e.set_deadline(Some(7)), Some(u64::MAX - 1));
+            // The code changes without touching the flags, and the other way round.
+            e.set_enc(1);
+            assert_eq!((e.enc(), e.deadline()), (1, Some(7)));
+            let mut byte = e.flags();
+            byte = with_code(byte, 3);
+            assert_eq!(byte & !CODE_MASK, SLOT | TTL_SET);
+            // A snapshot's holder keeps the TTL it saw; the live copy changes its own.
+            let snapshot = e.clone();
+            assert_eq!(e.set_deadline(None), Some(7));
+            assert_eq!((snapshot.deadline(), e.deadline()), (Some(7), None));
+            assert_ne!(e.flags() & SLOT, 0, "clearing keeps the slot");
+            assert_eq!(e.set_deadline(Some(9)), None);
+            assert_eq!((snapshot.deadline(), e.deadline()), (Some(7), Some(9)));
+            assert_eq!(e.key(), &key[..]);
+            // A shared block without a slot is copied into one with it.
+            let mut plain = Entry::new(&key, 0, Value::Str(Str::from_vec(vec![5; 100])));
+            let held = plain.clone();
+            assert_eq!(plain.set_deadline(Some(11)), None);
+            assert_eq!((held.deadline(), plain.deadline()), (None, Some(11)));
+            assert_eq!(plain.value(), held.value());
+            drop(held);
+            assert_eq!(plain.into_value(), Value::Str(Str::from_vec(vec![5; 100])));
+            // A block made with a slot takes its first TTL in place.
+            let mut slotted = Entry::with_slot(&key, 0, Value::Str(Str::copy_from_slice(b"w")));
+            assert_eq!(slotted.deadline(), None);
+            let at = slotted.0;
+            assert_eq!(slotted.set_deadline(Some(5)), None);
+            assert_eq!((slotted.0, slotted.deadline()), (at, Some(5)));
+        }
+    }
+
+    #[test]
     fn block_of_a_small_key_fits_a_64_byte_chunk() {
         assert_eq!(std::mem::size_of::<Entry>(), 8);
         // glibc serves requests up to 56 bytes from a 64-byte chunk.
-        assert!(layout(16).size() <= 56, "{}", layout(16).size());
+        assert!(
+            layout(16, false).size() <= 56,
+            "{}",
+            layout(16, false).size()
+        );
+        // With a TTL, an 80-byte chunk (up to 72 bytes).
+        assert!(layout(16, true).size() <= 72, "{}", layout(16, true).size());
     }
 }

@@ -12,14 +12,15 @@
 //! ```text
 //!   KeyTable { segs: [Arc<Segment>; n], level, split, len, expires_len, removed, hasher }
 //!                       |
-//!   Segment  { map: HashTable<Entry>,       the keys whose hash falls in this segment
-//!              expires: HashTable<(key, ms)> their TTLs }
+//!   Segment  { map: HashTable<Entry>,       the keys whose hash falls in this segment, each
+//!              ttls }                      with its TTL in its block (`store::entry`); how
+//!                                          many of them have one
 //! ```
 //! - **Snapshot** ([`KeyTable::snapshot`]): clones the `Arc`s: O(n / [`SEG_KEYS`]) count
 //!   increments under the lock, about 8 000 for a million keys (0.1-0.4 ms measured); nothing
 //!   per key.
 //! - **Write**: every path that changes a segment goes through [`Arc::make_mut`]. While a snapshot
-//!   holds the segment, that clones it first: its two tables, with the entries in them *shared*
+//!   holds the segment, that clones it first: its table, with the entries in it *shared*
 //!   (`store::entry`: each block carries a holder count, so the copy is ~[`SEG_KEYS`] pointer
 //!   copies and count increments, one table allocation, no key or value copied). The first
 //!   change to an entry still shared copies that one entry (strings copied, filters sharing their
@@ -75,7 +76,7 @@
 //! of [`SEG_SHARED_MAX`] keys: splits stay on the exclusive path, which catches up
 //! ([`KeyTable::grew`], [`KeyTable::shrink`]). The key count is an atomic its callers add to
 //! once per batch ([`KeyTable::count_shared`]). Keys are removed the same way
-//! ([`KeyTable::remove_shared`]), and TTLs set and cleared in the segment's TTL table
+//! ([`KeyTable::remove_shared`]), and TTLs set and cleared in their entries
 //! ([`KeyTable::set_expiry_shared`], [`KeyTable::remove_expiry_shared`]), counted at once in an
 //! atomic, since a reader that sees no TTL anywhere looks no further ([`KeyTable::expiry`]).
 //!
@@ -95,7 +96,6 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 
 use super::entry::Entry;
-use super::string::Str;
 use super::value::Value;
 
 /// The average number of keys per segment above which a segment is split. A copy-on-write copy
@@ -268,22 +268,16 @@ pub mod held {
     }
 }
 
-/// A segment's table (its key map, [`SegMap`], or its TTLs). The keyspace lock guards it like
-/// the rest of the key table, with one exception that needs the cell: under the *shared* lock, a
-/// thread holding a segment's stripe for writing may add a key to it or remove one
-/// ([`KeyTable::insert_shared`], [`KeyTable::remove_shared`]), and set or clear a key's TTL
+/// A segment's key map ([`SegMap`]). The keyspace lock guards it like the rest of the key table,
+/// with one exception that needs the cell: under the *shared* lock, a thread holding a segment's
+/// stripe for writing may add a key to it or remove one ([`KeyTable::insert_shared`],
+/// [`KeyTable::remove_shared`]), and set or clear a key's TTL, which may rebuild its entry
 /// ([`KeyTable::set_expiry_shared`], [`KeyTable::remove_expiry_shared`]).
 #[derive(Default)]
 struct SegCell<T>(UnsafeCell<T>);
 
 /// A segment's key map.
 type SegMap = SegCell<HashTable<Entry>>;
-
-/// A segment's TTLs: each key that has one, with it (unix ms).
-/// A segment's TTLs: each key with one, its deadline (unix ms). The key is a [`Str`], inline up
-/// to 30 bytes: no allocation for most keys (the expiry queue, `store::db`, keeps hashes, not
-/// keys).
-type SegExpires = SegCell<HashTable<(Str, u64)>>;
 
 // SAFETY: a `SegCell` is reached through `&` from several threads only under the keyspace lock
 // held shared (the exclusive holder, or a save's writer with its own `Arc` to a segment no live
@@ -354,12 +348,15 @@ impl<T> SegCell<T> {
     }
 }
 
-/// The keys whose hash maps here, and their TTLs. Shared (behind `Arc`) with the snapshots taken
+/// The keys whose hash maps here, with their TTLs. Shared (behind `Arc`) with the snapshots taken
 /// since it was last written.
 #[derive(Debug, Default)]
 pub struct Segment {
     map: SegMap,
-    expires: SegExpires,
+    /// How many of the keys have a TTL (the RDB's RESIZEDB hint, and walks over keys with a TTL
+    /// skip a segment without). Atomic as `keys_changed` is, for the TTLs set and cleared under
+    /// the shared lock.
+    ttls: AtomicUsize,
     /// Keys added to or removed from `map` so far: SCAN's ordered copy of the segment
     /// ([`ScanCache`]) is good while this has not moved. Atomic for the keys added and removed
     /// under the shared lock, where the stripe makes the writer the segment's only user, so a
@@ -375,7 +372,7 @@ impl Clone for Segment {
     fn clone(&self) -> Segment {
         Segment {
             map: self.map.clone(),
-            expires: self.expires.clone(),
+            ttls: AtomicUsize::new(self.ttls.load(Ordering::Relaxed)),
             keys_changed: AtomicU64::new(self.keys_changed.load(Ordering::Relaxed)),
         }
     }
@@ -396,11 +393,17 @@ impl Segment {
         self.keys_changed.store(n + 1, Ordering::Relaxed);
     }
 
-    fn expiry(&self, h: u64, key: &[u8]) -> Option<u64> {
-        if self.expires.is_empty() {
-            return None;
-        }
-        self.expires.find(h, |(k, _)| k[..] == *key).map(|e| e.1)
+    /// Adds `n` to the keys with a TTL (wrapping: `usize::MAX` is one less), on the exclusive
+    /// path or by the holder of the segment's stripe under the shared lock (its only user then,
+    /// so a load and a store suffice, as in [`Segment::changed_shared`]).
+    #[inline]
+    fn count_ttls(&self, n: usize) {
+        let before = self.ttls.load(Ordering::Relaxed);
+        self.ttls.store(before.wrapping_add(n), Ordering::Relaxed);
+    }
+
+    fn ttls(&self) -> usize {
+        self.ttls.load(Ordering::Relaxed)
     }
 }
 
@@ -721,11 +724,9 @@ impl KeyTable {
         self.expires_len.load(Ordering::Relaxed)
     }
 
-    /// Buckets allocated, key tables and TTL tables together (tests of the shrinking).
-    pub fn capacity(&self) -> (usize, usize) {
-        self.segs.iter().fold((0, 0), |(m, e), s| {
-            (m + s.map.capacity(), e + s.expires.capacity())
-        })
+    /// Buckets allocated in the key tables (tests of the shrinking).
+    pub fn capacity(&self) -> usize {
+        self.segs.iter().map(|s| s.map.capacity()).sum()
     }
 
     pub fn segments(&self) -> usize {
@@ -803,6 +804,7 @@ impl KeyTable {
         let hasher = &self.hasher;
         let seg = unshare(&mut self.segs[i]);
         before_insert(&seg.map);
+        debug_assert!(entry.deadline().is_none(), "a new key has no TTL yet");
         seg.map
             .insert_unique(h, entry, |e| hasher.hash_one(e.key()));
         seg.changed();
@@ -810,7 +812,8 @@ impl KeyTable {
     }
 
     /// Adds `entry` (whose key hashes to `h`) if its key is not in the table, with one probe; the
-    /// entry back if the key is there (a load's duplicate key).
+    /// entry back if the key is there (a load's duplicate key). Its TTL, if it has one
+    /// (`Entry::set_deadline` before the insert), is counted.
     pub fn insert_if_absent(&mut self, h: u64, entry: Entry) -> Result<(), Entry> {
         let i = self.seg_of(h);
         let hasher = &self.hasher;
@@ -821,8 +824,13 @@ impl KeyTable {
         {
             hashbrown::hash_table::Entry::Occupied(_) => Err(entry),
             hashbrown::hash_table::Entry::Vacant(v) => {
+                let has_ttl = entry.deadline().is_some();
                 v.insert(entry);
                 seg.changed();
+                if has_ttl {
+                    seg.count_ttls(1);
+                    *self.expires_len.get_mut() += 1;
+                }
                 self.grew();
                 Ok(())
             }
@@ -853,6 +861,7 @@ impl KeyTable {
                 let (new, r) = f(None);
                 if let Some(new) = new {
                     debug_assert!(new.key() == key);
+                    debug_assert!(new.deadline().is_none(), "a new key has no TTL yet");
                     v.insert(new);
                     seg.changed();
                     self.grew();
@@ -940,6 +949,7 @@ impl KeyTable {
         let map = unsafe { seg.map.shared_mut() };
         before_insert(map);
         let hasher = &self.hasher;
+        debug_assert!(entry.deadline().is_none(), "a new key has no TTL yet");
         map.insert_unique(h, entry, |e| hasher.hash_one(e.key()));
         seg.changed_shared();
     }
@@ -952,8 +962,8 @@ impl KeyTable {
         self.level >= STRIPE_LEVEL && Arc::strong_count(&self.segs[self.seg_of(h)]) == 1
     }
 
-    /// Removes the entry of `key` (hash `h`) under the shared keyspace lock; not its TTL, which
-    /// the caller removes ([`KeyTable::remove_expiry_shared`]) with its expiry queue entry.
+    /// Removes the entry of `key` (hash `h`) under the shared keyspace lock, and with it its TTL
+    /// (counted at once: the caller removes the expiry queue's entry, `Entry::deadline`).
     ///
     /// # Safety
     /// As [`KeyTable::insert_shared`], with [`KeyTable::can_remove_shared`] checked and the
@@ -969,6 +979,10 @@ impl KeyTable {
         let map = unsafe { seg.map.shared_mut() };
         let removed = map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
         seg.changed_shared();
+        if removed.deadline().is_some() {
+            seg.count_ttls(usize::MAX);
+            self.expires_len.fetch_sub(1, Ordering::Relaxed);
+        }
         Some(removed)
     }
 
@@ -987,7 +1001,8 @@ impl KeyTable {
         }
     }
 
-    /// Removes the entry of `key` (not its TTL).
+    /// Removes the entry of `key`, and with it its TTL (the caller removes the expiry queue's
+    /// entry, `Entry::deadline`).
     pub fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
         let i = self.seg_of(h);
         if !self.worth_unsharing(i, h, key) {
@@ -996,6 +1011,10 @@ impl KeyTable {
         let seg = unshare(&mut self.segs[i]);
         let removed = seg.map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
         seg.changed();
+        if removed.deadline().is_some() {
+            seg.count_ttls(usize::MAX);
+            *self.expires_len.get_mut() -= 1;
+        }
         *self.len.get_mut() -= 1;
         self.removed += 1;
         Some(removed)
@@ -1009,72 +1028,72 @@ impl KeyTable {
             return None;
         }
         held::check(stripe_of(h), false, "a TTL read");
-        self.segs[self.seg_of(h)].expiry(h, key)
+        self.segs[self.seg_of(h)]
+            .map
+            .find(h, |e| e.key() == key)
+            .and_then(Entry::deadline)
     }
 
-    /// Sets the TTL of `key` (the caller checked the key exists); returns the old one.
+    /// Sets the TTL of `key` (the caller checked the key exists); returns the old one. The
+    /// entry is rebuilt with a deadline slot the first time (`store::entry`).
     pub fn set_expiry(&mut self, h: u64, key: &[u8], when: u64) -> Option<u64> {
         let i = self.seg_of(h);
-        let hasher = &self.hasher;
         let seg = unshare(&mut self.segs[i]);
-        match seg.expires.find_mut(h, |(k, _)| k[..] == *key) {
-            Some(e) => Some(std::mem::replace(&mut e.1, when)),
-            None => {
-                seg.expires
-                    .insert_unique(h, (Str::copy_from_slice(key), when), |(k, _)| {
-                        hasher.hash_one(&k[..])
-                    });
-                *self.expires_len.get_mut() += 1;
-                None
-            }
+        let entry = seg.map.find_mut(h, |e| e.key() == key)?;
+        let old = entry.set_deadline(Some(when));
+        if old.is_none() {
+            seg.count_ttls(1);
+            *self.expires_len.get_mut() += 1;
         }
+        old
     }
 
-    /// Removes the TTL of `key`; returns it.
+    /// Removes the TTL of `key`; returns it. (The entry keeps its deadline slot.)
     pub fn remove_expiry(&mut self, h: u64, key: &[u8]) -> Option<u64> {
         if self.expires_len() == 0 {
             return None;
         }
         let i = self.seg_of(h);
-        self.segs[i].expiry(h, key)?;
-        match unshare(&mut self.segs[i])
-            .expires
-            .find_entry(h, |(k, _)| k[..] == *key)
-        {
-            Ok(occupied) => {
-                *self.expires_len.get_mut() -= 1;
-                self.removed += 1;
-                Some(occupied.remove().0 .1)
-            }
-            Err(_) => None,
-        }
+        // Looked up first: a key without a TTL unshares nothing.
+        self.segs[i]
+            .map
+            .find(h, |e| e.key() == key)
+            .and_then(Entry::deadline)?;
+        let seg = unshare(&mut self.segs[i]);
+        let old = seg
+            .map
+            .find_mut(h, |e| e.key() == key)
+            .and_then(|e| e.set_deadline(None))?;
+        seg.count_ttls(usize::MAX);
+        *self.expires_len.get_mut() -= 1;
+        Some(old)
     }
 
     /// Sets the TTL of `key` (hash `h`, a key in the table) under the shared keyspace lock:
     /// answers the old TTL, if it had one. Counted at once, not per batch: a reader that sees the count
-    /// at zero looks no further ([`KeyTable::expiry`]).
+    /// at zero looks no further ([`KeyTable::expiry`]). A first TTL rebuilds the entry with a
+    /// deadline slot, replacing it in the segment's map, as `insert_shared` may change the map.
     ///
     /// # Safety
     /// The caller holds the keyspace lock shared and the stripe of `h` for writing, checked
-    /// [`KeyTable::can_remove_shared`] under these locks, and the key is in the table.
+    /// [`KeyTable::can_remove_shared`] under these locks, and the key is in the table; it holds
+    /// no reference into the entry (which may move).
     pub unsafe fn set_expiry_shared(&self, h: u64, key: &[u8], when: u64) -> Option<u64> {
         held::check(stripe_of(h), true, "a TTL set");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
-        debug_assert!(seg.map.find(h, |e| e.key() == key).is_some());
         fence(Ordering::Acquire);
         // SAFETY: the caller's contract is `shared_mut`'s: the stripe held for writing guards
         // every key of the segment (level 8 and up), and no snapshot holds it.
-        let expires = unsafe { seg.expires.shared_mut() };
-        if let Some(e) = expires.find_mut(h, |(k, _)| k[..] == *key) {
-            return Some(std::mem::replace(&mut e.1, when));
+        let map = unsafe { seg.map.shared_mut() };
+        let entry = map.find_mut(h, |e| e.key() == key);
+        debug_assert!(entry.is_some(), "a TTL set on a key not in the table");
+        let old = entry?.set_deadline(Some(when));
+        if old.is_none() {
+            seg.count_ttls(1);
+            self.expires_len.fetch_add(1, Ordering::Relaxed);
         }
-        let hasher = &self.hasher;
-        expires.insert_unique(h, (Str::copy_from_slice(key), when), |(k, _)| {
-            hasher.hash_one(&k[..])
-        });
-        self.expires_len.fetch_add(1, Ordering::Relaxed);
-        None
+        old
     }
 
     /// Removes the TTL of `key` (hash `h`) under the shared keyspace lock: the TTL, if it had
@@ -1086,24 +1105,26 @@ impl KeyTable {
         held::check(stripe_of(h), true, "a TTL removed");
         let seg = &self.segs[self.seg_of(h)];
         debug_assert!(self.level >= STRIPE_LEVEL && Arc::strong_count(seg) == 1);
-        if seg.expires.is_empty() {
+        if seg.ttls() == 0 {
             return None;
         }
         fence(Ordering::Acquire);
         // SAFETY: as in `set_expiry_shared`.
-        let expires = unsafe { seg.expires.shared_mut() };
-        let removed = expires
-            .find_entry(h, |(k, _)| k[..] == *key)
-            .ok()
-            .map(|o| o.remove().0 .1)?;
+        let map = unsafe { seg.map.shared_mut() };
+        let old = map
+            .find_mut(h, |e| e.key() == key)
+            .and_then(|e| e.set_deadline(None))?;
+        seg.count_ttls(usize::MAX);
         self.expires_len.fetch_sub(1, Ordering::Relaxed);
-        self.removed_shared.fetch_add(1, Ordering::Relaxed);
-        Some(removed)
+        Some(old)
     }
 
-    /// Every TTL (unix ms).
+    /// Every TTL (unix ms): a walk over every key.
     pub fn expiries(&self) -> impl Iterator<Item = u64> + '_ {
-        self.segs.iter().flat_map(|s| s.expires.iter().map(|e| e.1))
+        self.segs
+            .iter()
+            .filter(|s| s.ttls() != 0)
+            .flat_map(|s| s.map.iter().filter_map(Entry::deadline))
     }
 
     /// The key with hash `h` whose TTL is `when`, as the expiry queue records it (a deadline and
@@ -1115,9 +1136,11 @@ impl KeyTable {
         }
         let hasher = &self.hasher;
         self.segs[self.seg_of(h)]
-            .expires
-            .find(h, |(k, w)| *w == when && hasher.hash_one(&k[..]) == h)
-            .map(|(k, _)| &k[..])
+            .map
+            .find(h, |e| {
+                e.deadline() == Some(when) && hasher.hash_one(e.key()) == h
+            })
+            .map(Entry::key)
     }
 
     // --- Walks -------------------------------------------------------------------------------
@@ -1309,26 +1332,43 @@ impl KeyTable {
     /// CPU under allkeys-lru when eviction drew that way).
     pub fn sample_run(&self, seed: u64, n: usize, f: impl FnMut(&Entry)) {
         if !self.is_empty() {
-            self.sample_segments(seed, n, |s| &s.map, f);
+            let mut f = f;
+            self.sample_segments(
+                seed,
+                n,
+                |s| s.map.len(),
+                |e| {
+                    f(e);
+                    true
+                },
+            );
         }
     }
 
     /// [`KeyTable::sample_run`] over the keys with a TTL: up to `n` of them next to one another
-    /// in a segment's TTL table, from a random place on, through `f` with their deadlines (as
-    /// Redis samples its expires dictionary for the `volatile-` policies).
-    pub fn sample_expiring_run(&self, seed: u64, n: usize, mut f: impl FnMut(&[u8], u64)) {
+    /// in the segments that hold any, from a random place on, through `f` with their deadlines
+    /// (as Redis samples its expires dictionary for the `volatile-` policies).
+    pub fn sample_expiring_run(&self, seed: u64, n: usize, mut f: impl FnMut(&Entry, u64)) {
         if self.expires_len() != 0 {
-            self.sample_segments(seed, n, |s| &s.expires, |(k, when)| f(k, *when));
+            self.sample_segments(seed, n, Segment::ttls, |e| {
+                if let Some(when) = e.deadline() {
+                    f(e, when);
+                    true
+                } else {
+                    false
+                }
+            });
         }
     }
 
-    /// The walk of [`KeyTable::sample_run`] over the table `table_of` picks in each segment.
-    fn sample_segments<T>(
+    /// The walk of [`KeyTable::sample_run`]: `f` says whether an entry counted toward the `n`
+    /// (every one, or those with a TTL), `count_of` how many a segment holds.
+    fn sample_segments(
         &self,
         seed: u64,
         n: usize,
-        table_of: impl Fn(&Segment) -> &HashTable<T>,
-        mut f: impl FnMut(&T),
+        count_of: impl Fn(&Segment) -> usize,
+        mut f: impl FnMut(&Entry) -> bool,
     ) {
         let mut state = seed;
         let segs = self.segs.len();
@@ -1338,20 +1378,19 @@ impl KeyTable {
             if left == 0 {
                 return;
             }
-            let table = table_of(&self.segs[(first + i) % segs]);
-            let len = table.len();
-            if len == 0 {
+            let seg = &self.segs[(first + i) % segs];
+            if count_of(seg) == 0 {
                 continue;
             }
-            let start = (super::splitmix64(&mut state) % len as u64) as usize;
-            for item in table
-                .iter()
-                .skip(start)
-                .chain(table.iter().take(start))
-                .take(left)
-            {
-                f(item);
-                left -= 1;
+            let table = &seg.map;
+            let start = (super::splitmix64(&mut state) % table.len() as u64) as usize;
+            for item in table.iter().skip(start).chain(table.iter().take(start)) {
+                if left == 0 {
+                    return;
+                }
+                if f(item) {
+                    left -= 1;
+                }
             }
         }
     }
@@ -1405,7 +1444,6 @@ impl KeyTable {
     pub fn snapshot(&self) -> TableSnapshot {
         TableSnapshot {
             segs: self.segs.clone(),
-            hasher: self.hasher.clone(),
         }
     }
 
@@ -1429,7 +1467,7 @@ impl KeyTable {
         let old = unshare(&mut self.segs[from]);
         let mut new = Segment {
             map: SegCell::new(HashTable::with_capacity(old.map.len() / 2)),
-            expires: SegCell::new(HashTable::with_capacity(old.expires.len() / 2)),
+            ttls: AtomicUsize::new(0),
             keys_changed: AtomicU64::new(0),
         };
         prefetch_entries(&old.map);
@@ -1438,20 +1476,15 @@ impl KeyTable {
             tested.set(h);
             seg_bits(h) & bit != 0
         };
+        let mut ttls_moved = 0;
         for e in old.map.extract_if(|e| moves(hasher.hash_one(e.key()))) {
             let h = tested.get();
             debug_assert_eq!(h, hasher.hash_one(e.key()));
+            ttls_moved += usize::from(e.deadline().is_some());
             new.map.insert_unique(h, e, |e| hasher.hash_one(e.key()));
         }
-        for e in old
-            .expires
-            .extract_if(|(k, _)| moves(hasher.hash_one(&k[..])))
-        {
-            let h = tested.get();
-            debug_assert_eq!(h, hasher.hash_one(&e.0[..]));
-            new.expires
-                .insert_unique(h, e, |(k, _)| hasher.hash_one(&k[..]));
-        }
+        *old.ttls.get_mut() -= ttls_moved;
+        *new.ttls.get_mut() = ttls_moved;
         shrink_segment(old, hasher);
         self.segs.push(Arc::new(new));
         self.reshapes += 1;
@@ -1480,17 +1513,13 @@ impl KeyTable {
         self.reshapes += 1;
         // Shared with a snapshot: move clones, the snapshot keeps the original.
         let last = Arc::try_unwrap(last).unwrap_or_else(|shared| (*shared).clone());
-        let moved = last.map.len() + last.expires.len();
+        let moved = last.map.len();
         let hasher = self.hasher.clone();
         let seg = self.seg_mut(into);
+        *seg.ttls.get_mut() += last.ttls();
         for e in last.map.into_inner() {
             let h = hasher.hash_one(e.key());
             seg.map.insert_unique(h, e, |e| hasher.hash_one(e.key()));
-        }
-        for e in last.expires.into_inner() {
-            let h = hasher.hash_one(&e.0[..]);
-            seg.expires
-                .insert_unique(h, e, |(k, _)| hasher.hash_one(&k[..]));
         }
         moved
     }
@@ -1545,16 +1574,12 @@ impl KeyTable {
     }
 }
 
-/// Shrinks a segment's tables below a tenth full.
+/// Shrinks a segment's table below a tenth full.
 fn shrink_segment(s: &mut Segment, hasher: &ahash::RandomState) {
     const MIN: usize = 64;
     if s.map.capacity() > MIN && s.map.len() * 10 < s.map.capacity() {
         let len = s.map.len();
         s.map.shrink_to(len, |e| hasher.hash_one(e.key()));
-    }
-    if s.expires.capacity() > MIN && s.expires.len() * 10 < s.expires.capacity() {
-        let len = s.expires.len();
-        s.expires.shrink_to(len, |(k, _)| hasher.hash_one(&k[..]));
     }
 }
 
@@ -1562,7 +1587,6 @@ fn shrink_segment(s: &mut Segment, hasher: &ahash::RandomState) {
 #[derive(Debug, Clone, Default)]
 pub struct TableSnapshot {
     segs: Vec<Arc<Segment>>,
-    hasher: ahash::RandomState,
 }
 
 /// How far ahead of a walk entries are prefetched: each entry is its own block, one cache miss
@@ -1574,7 +1598,6 @@ impl TableSnapshot {
     pub fn entries(&self) -> SnapshotIter<'_> {
         SnapshotIter {
             segs: &self.segs,
-            hasher: &self.hasher,
             seg: 0,
             cur: None,
             ahead: None,
@@ -1585,12 +1608,16 @@ impl TableSnapshot {
     pub fn counts(&self) -> (usize, usize) {
         self.segs
             .iter()
-            .fold((0, 0), |(n, e), s| (n + s.map.len(), e + s.expires.len()))
+            .fold((0, 0), |(n, e), s| (n + s.map.len(), e + s.ttls()))
     }
 
-    /// The TTLs of the snapshot's keys (of the segments not yet drained).
+    /// The TTLs of the snapshot's keys (of the segments not yet drained): a walk over the keys
+    /// of the segments holding any.
     pub fn expiries(&self) -> impl Iterator<Item = u64> + '_ {
-        self.segs.iter().flat_map(|s| s.expires.iter().map(|e| e.1))
+        self.segs
+            .iter()
+            .filter(|s| s.ttls() != 0)
+            .flat_map(|s| s.map.iter().filter_map(Entry::deadline))
     }
 
     /// Walks up to `max` segments through `f` (each entry with its TTL, in no particular order),
@@ -1610,7 +1637,6 @@ impl TableSnapshot {
             let one = [seg];
             let walk = SnapshotIter {
                 segs: &one,
-                hasher: &self.hasher,
                 seg: 0,
                 cur: None,
                 ahead: None,
@@ -1626,7 +1652,6 @@ impl TableSnapshot {
 /// [`TableSnapshot::entries`].
 pub struct SnapshotIter<'a> {
     segs: &'a [Arc<Segment>],
-    hasher: &'a ahash::RandomState,
     seg: usize,
     cur: Option<hashbrown::hash_table::Iter<'a, Entry>>,
     ahead: Option<hashbrown::hash_table::Iter<'a, Entry>>,
@@ -1652,13 +1677,7 @@ impl<'a> Iterator for SnapshotIter<'a> {
                     if let Some(next) = self.ahead.as_mut().and_then(Iterator::next) {
                         next.prefetch();
                     }
-                    let k = e.key();
-                    let ttl = if seg.expires.is_empty() {
-                        None
-                    } else {
-                        seg.expiry(self.hasher.hash_one(k), k)
-                    };
-                    return Some((k, e.value(), ttl));
+                    return Some((e.key(), e.value(), e.deadline()));
                 }
                 None => {
                     self.seg += 1;
