@@ -163,7 +163,7 @@ pub fn rdb_file(data: &[u8]) {
             verify_checksum: false,
         },
         0,
-        |_, _, _, _| {
+        |_, _, _, _, _| {
             keys += 1;
             Ok(())
         },

@@ -159,6 +159,7 @@ fn allkeys_lru_evicts_idle_keys_and_keeps_recently_read_ones() {
     for i in 0..1000 {
         s.conn.cmd_str(&["GET", &format!("old:{i}")]);
     }
+    let read_at = std::time::Instant::now();
     let more = keys_past_limit(&mut s, base, 20_000, 5000);
     all_ok(&s.fill(0..more, |i| format!("new:{i}"), no_ttl));
     let evicted = s.evicted();
@@ -174,9 +175,22 @@ fn allkeys_lru_evicts_idle_keys_and_keeps_recently_read_ones() {
         cold as u64 <= 19_000 - evicted * 9 / 10,
         "{cold} idle keys left, {evicted} evicted"
     );
-    // OBJECT IDLETIME shows the difference Redis's would.
-    let idle = s.conn.cmd_str(&["OBJECT", "IDLETIME", "old:5"]);
-    assert!(idle == b":0\r\n" || idle == b":1\r\n", "{idle:?}");
+    // OBJECT IDLETIME shows the difference Redis's would: the seconds since the read (whole
+    // seconds of the LRU clock, so one more at most), not the 2 s before it. (A fixed bound of 1
+    // failed on a loaded machine, where the fill took over a second.)
+    let since_read = read_at.elapsed().as_secs() as i64;
+    let idle = int_of(&s.conn.cmd_str(&["OBJECT", "IDLETIME", "old:5"]));
+    assert!(
+        idle <= since_read + 1,
+        "{idle} s idle, read {since_read} s ago"
+    );
+    if let Some(cold_key) = (1000..20_000)
+        .map(|i| format!("old:{i}"))
+        .find(|k| s.conn.cmd_str(&["EXISTS", k]) == b":1\r\n")
+    {
+        let idle_cold = int_of(&s.conn.cmd_str(&["OBJECT", "IDLETIME", &cold_key]));
+        assert!(idle_cold >= 2, "{cold_key}: {idle_cold} s idle");
+    }
 }
 
 /// allkeys-lfu: the keys read 30 times each stay; new keys (counter 5) and unread old ones go.
@@ -302,7 +316,11 @@ fn volatile_lru_evicts_only_keys_with_a_ttl_idlest_first() {
     let used = s.used_settled(LIMIT);
     assert!(used <= LIMIT + SLACK, "{used}");
     assert_eq!(s.exists((0..10_000).map(|i| format!("keep:{i}"))), 10_000);
-    assert_eq!(s.exists((0..500).map(|i| format!("ttl:{i}"))), 500);
+    // Approximated LRU, as Redis's: a pick whose sample (and pool) holds no idle key evicts the
+    // idlest it has, and when the fill below crosses a second (a loaded machine: a local run of
+    // the whole suite on 2026-12-07 lost one of 500), the read keys are idler than the new ones.
+    let read_kept = s.exists((0..500).map(|i| format!("ttl:{i}")));
+    assert!(read_kept >= 495, "{read_kept} of 500 read keys kept");
     let idle = s.exists((500..10_000).map(|i| format!("ttl:{i}")));
     assert!(
         idle <= 9_500 - evicted * 9 / 10,
@@ -482,4 +500,112 @@ fn eviction_commands_answer_as_redis_does() {
         };
         assert_eq!(evicted(&mut o), evicted(&mut r));
     }
+}
+
+/// An integer reply's value.
+fn int_of(reply: &[u8]) -> i64 {
+    let text = String::from_utf8_lossy(reply);
+    text.trim_start_matches(':')
+        .trim_end()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an integer: {text}"))
+}
+
+/// The RDB's access records (IDLE under an LRU policy, FREQ under an LFU one, before each key)
+/// cross a file both ways, as Redis writes and reads them: a key idle 2 s in Redis's file is idle
+/// 2 s here, and stays so across DEBUG RELOAD; a key read 200 times here has the same LFU
+/// counter in Redis after it loads our file (no decay, `lfu-decay-time 0`, so the counters do not
+/// move between the reads).
+#[test]
+fn access_records_cross_an_rdb_both_ways() {
+    // Redis -> hyperbloom, LRU.
+    let dir = common::tempdir("evict-rdb-lru");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let real =
+        common::redis::RealRedis::start(&["--dir", &dir_arg, "--maxmemory-policy", "allkeys-lru"]);
+    let mut r = real.raw();
+    assert_eq!(r.cmd_str(&["SET", "old", "v"]), b"+OK\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    assert_eq!(r.cmd_str(&["SET", "fresh", "v"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    drop(r);
+    drop(real);
+    let mut ours = Server::start_in(
+        dir,
+        &[
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    common::wait_loaded(&mut ours.conn);
+    let idle = |s: &mut Server, key: &str| int_of(&s.conn.cmd_str(&["OBJECT", "IDLETIME", key]));
+    assert!(idle(&mut ours, "old") >= 2, "{}", idle(&mut ours, "old"));
+    assert!(
+        idle(&mut ours, "fresh") <= 1,
+        "{}",
+        idle(&mut ours, "fresh")
+    );
+    // RESTORE's IDLETIME sets it as the IDLE record does (FREQ is ignored under LRU).
+    let payload = ours.conn.cmd_str(&["DUMP", "fresh"]);
+    let payload = bulk_of(&payload);
+    let restore = |s: &mut Server, key: &str, opt: &str, n: &str| {
+        let argv: [&[u8]; 6] = [
+            b"RESTORE",
+            key.as_bytes(),
+            b"0",
+            &payload,
+            opt.as_bytes(),
+            n.as_bytes(),
+        ];
+        assert_eq!(s.conn.cmd(&argv), b"+OK\r\n");
+    };
+    restore(&mut ours, "restored", "IDLETIME", "1000");
+    let restored = idle(&mut ours, "restored");
+    assert!((1000..=1001).contains(&restored), "{restored}");
+    restore(&mut ours, "by-freq", "FREQ", "77");
+    assert!(idle(&mut ours, "by-freq") <= 1);
+    // Our own file keeps it too.
+    assert_eq!(ours.conn.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert!(idle(&mut ours, "old") >= 2, "{}", idle(&mut ours, "old"));
+    assert!(idle(&mut ours, "restored") >= 1000);
+    drop(ours);
+
+    // hyperbloom -> Redis, LFU.
+    let lfu = ["--maxmemory-policy", "allkeys-lfu", "--lfu-decay-time", "0"];
+    let mut ours = Server::start("evict-rdb-lfu", &lfu);
+    assert_eq!(ours.conn.cmd_str(&["SET", "hot", "v"]), b"+OK\r\n");
+    assert_eq!(ours.conn.cmd_str(&["SET", "cold", "v"]), b"+OK\r\n");
+    for _ in 0..200 {
+        ours.conn.cmd_str(&["GET", "hot"]);
+    }
+    let freq = |c: &mut RawConn, key: &str| int_of(&c.cmd_str(&["OBJECT", "FREQ", key]));
+    // (DUMP reads its key, which counts as an access, as in Redis.)
+    let payload = ours.conn.cmd_str(&["DUMP", "cold"]);
+    let payload = bulk_of(&payload);
+    let argv: [&[u8]; 6] = [b"RESTORE", b"given", b"0", &payload, b"FREQ", b"77"];
+    assert_eq!(ours.conn.cmd(&argv), b"+OK\r\n");
+    assert_eq!(freq(&mut ours.conn, "given"), 77);
+    let hot = freq(&mut ours.conn, "hot");
+    assert!(hot > 6, "{hot}");
+    let cold = freq(&mut ours.conn, "cold");
+    assert_eq!(ours.conn.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let dir_arg = ours.dir.to_str().unwrap().to_string();
+    let mut args = vec!["--dir", &dir_arg];
+    args.extend(lfu);
+    let real = common::redis::RealRedis::start(&args);
+    let mut r = real.raw();
+    assert_eq!(freq(&mut r, "hot"), hot);
+    assert_eq!(freq(&mut r, "cold"), cold);
+    assert_eq!(freq(&mut r, "given"), 77);
+}
+
+/// A bulk reply's payload.
+fn bulk_of(reply: &[u8]) -> Vec<u8> {
+    let nl = reply
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("a bulk reply");
+    reply[nl + 1..reply.len() - 2].to_vec()
 }

@@ -128,7 +128,7 @@ fn cms_topk_file_reencodes() {
     for (_, key, value, expire) in &entries {
         let mut record = Vec::new();
         RdbWriter::new(&mut record, SaveOptions::default())
-            .entry(key, value, *expire)
+            .entry(key, value, *expire, 0)
             .unwrap();
         let with_items =
             matches!(value, Value::TopK(t) if t.heap().iter().any(|s| s.item.is_some()));

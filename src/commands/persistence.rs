@@ -109,8 +109,8 @@ fn dump_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let mut replace = false;
     let mut absttl = false;
-    let mut idle_given = false;
-    let mut freq_given = false;
+    let mut idle: Option<u64> = None;
+    let mut freq: Option<u8> = None;
     let mut j = 4;
     while j < argv.len() {
         let a = &argv[j];
@@ -119,22 +119,21 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             replace = true;
         } else if a.eq_ignore_ascii_case(b"absttl") {
             absttl = true;
-        } else if a.eq_ignore_ascii_case(b"idletime") && more >= 1 && !freq_given {
+        } else if a.eq_ignore_ascii_case(b"idletime") && more >= 1 && freq.is_none() {
             let v = crate::numeric::parse_i64(&argv[j + 1])
                 .ok_or(CmdError::Static(error::NOT_INTEGER))?;
             if v < 0 {
                 return Err(CmdError::Static(INVALID_IDLETIME));
             }
-            // hyperbloom keeps no LRU clock: the value is validated and otherwise ignored.
-            idle_given = true;
+            idle = Some(v as u64);
             j += 1;
-        } else if a.eq_ignore_ascii_case(b"freq") && more >= 1 && !idle_given {
+        } else if a.eq_ignore_ascii_case(b"freq") && more >= 1 && idle.is_none() {
             let v = crate::numeric::parse_i64(&argv[j + 1])
                 .ok_or(CmdError::Static(error::NOT_INTEGER))?;
             if !(0..=255).contains(&v) {
                 return Err(CmdError::Static(INVALID_FREQ));
             }
-            freq_given = true;
+            freq = Some(v as u8);
             j += 1;
         } else {
             return Err(CmdError::Static(error::SYNTAX));
@@ -186,6 +185,11 @@ fn restore_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             rewritten.push(Bytes::from_static(b"ABSTTL"));
             ctx.propagate_as(rewritten);
         }
+    }
+    // IDLETIME under a non-LFU policy, FREQ under an LFU one, as Redis's `objectSetLRUOrLFU`
+    // (the other is accepted and has no effect).
+    if let Some(bits) = crate::store::access::loaded(idle, freq) {
+        ctx.db().set_access_of(&key, bits);
     }
     Ok(Reply::ok())
 }

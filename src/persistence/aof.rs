@@ -1469,7 +1469,7 @@ pub fn write_commands<W: Write>(
     };
     for (i, snap) in snaps {
         crate::engine::propagate::encode_select(&mut out, i);
-        snap.drain(|key, value, expire| -> std::io::Result<()> {
+        snap.drain(|key, value, expire, _access| -> std::io::Result<()> {
             if key_save_delay != 0 {
                 crate::persistence::rdb::writer::debug_delay(key_save_delay);
             }

@@ -197,7 +197,7 @@ fn load_into<R: std::io::Read + Send>(
                         let (b, _) = &mut *batch.borrow_mut();
                         b.push(Decoded::Resize(dbi, keys));
                     },
-                    |dbi, key, value, expire| {
+                    |dbi, key, value, expire, access| {
                         let Some(hasher) = hashers.get(dbi) else {
                             return Err(RdbError::corrupt(
                                 format!("database {dbi} is out of range (databases is {ndbs})"),
@@ -206,10 +206,18 @@ fn load_into<R: std::io::Read + Send>(
                         };
                         let size = value.memory_usage();
                         let (b, n) = &mut *batch.borrow_mut();
+                        let entry = crate::store::Db::new_entry(key, value, expire.is_some());
+                        // The IDLE or FREQ record before the key ranks it for eviction as the
+                        // saving server did (Redis's `objectSetLRUOrLFU`).
+                        if let Some(bits) =
+                            crate::store::access::loaded(access.idle_seconds, access.freq)
+                        {
+                            entry.set_access(bits);
+                        }
                         b.push(Decoded::Key {
                             db: dbi,
                             hash: hasher.hash(key),
-                            entry: crate::store::Db::new_entry(key, value, expire.is_some()),
+                            entry,
                             expire,
                         });
                         *n += size + key.len();
@@ -723,7 +731,7 @@ mod tests {
 
             let mut loaded = Store::new(16);
             RdbReader::new(&out[..], out.len() as u64)
-                .load_file(LoadOptions::default(), 0, |db, k, v, e| {
+                .load_file(LoadOptions::default(), 0, |db, k, v, e, _| {
                     loaded.dbs[db].insert(Bytes::copy_from_slice(k), v);
                     if let Some(t) = e {
                         loaded.dbs[db].set_expire(k, t);
@@ -811,7 +819,7 @@ mod tests {
     fn file_load_reports_the_first_error_in_file_order() {
         let keys = |w: &mut rdb::RdbWriter<&mut Vec<u8>>, from: u32, to: u32| {
             for i in from..to {
-                w.entry(format!("k{i}").as_bytes(), &string("v"), None)
+                w.entry(format!("k{i}").as_bytes(), &string("v"), None, 0)
                     .unwrap();
             }
         };

@@ -146,8 +146,8 @@ pub fn write_store<W: std::io::Write>(w: &mut RdbWriter<W>, store: &Store) -> st
             continue;
         }
         w.select_db(i, db.len() as u64, db.expires_count() as u64)?;
-        for (k, v, exp) in db.entries() {
-            w.entry(k, v, exp)?;
+        for (k, v, exp, access) in db.saved_entries() {
+            w.entry(k, v, exp, access)?;
         }
     }
     Ok(())
@@ -165,7 +165,7 @@ pub fn write_snapshots<W: std::io::Write>(
             continue;
         }
         w.select_db(i, keys, expires)?;
-        snap.drain(|k, v, exp| w.entry(k, v, exp))?;
+        snap.drain(|k, v, exp, access| w.entry(k, v, exp, access))?;
     }
     Ok(())
 }

@@ -56,6 +56,25 @@ pub fn lru_clock() -> u32 {
     CLOCK.load(Ordering::Relaxed)
 }
 
+/// The bits of a key loaded with the RDB's IDLE record (`idle_seconds`) or FREQ record (`freq`),
+/// as Redis's `objectSetLRUOrLFU` sets them: under an LFU policy the FREQ counter, stamped with
+/// the minute now; under any other policy the LRU clock the IDLE time back from now (wrapping
+/// as Redis's 24-bit field does). `None` when the file has no record for the policy's kind (the
+/// key keeps a new key's bits).
+pub fn loaded(idle_seconds: Option<u64>, freq: Option<u8>) -> Option<u32> {
+    if is_lfu() {
+        return freq.map(|f| (MINUTES.load(Ordering::Relaxed) << 8) | u32::from(f));
+    }
+    let idle = i64::try_from(idle_seconds?).unwrap_or(i64::MAX);
+    let at = i64::from(lru_clock()).saturating_sub(idle);
+    let at = if at >= 0 {
+        at
+    } else {
+        at + i64::from(LRU_CLOCK_MAX)
+    };
+    Some((at as u64 & u64::from(LRU_CLOCK_MAX)) as u32)
+}
+
 /// The bits of a key made now (Redis's `createObject`).
 #[inline]
 pub fn initial() -> u32 {

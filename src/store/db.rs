@@ -1191,7 +1191,8 @@ impl DbSnapshot {
         let now = self.now_ms;
         self.table
             .entries()
-            .filter(move |(_, _, ttl)| ttl.is_none_or(|t| t > now))
+            .filter(move |(_, _, ttl, _)| ttl.is_none_or(|t| t > now))
+            .map(|(k, v, ttl, _)| (k, v, ttl))
     }
 
     /// How many entries [`DbSnapshot::entries`] yields, and how many of them have a TTL (the
@@ -1208,18 +1209,19 @@ impl DbSnapshot {
         self.counts().0 == 0
     }
 
-    /// [`DbSnapshot::entries`] through `f`, letting go of each key table segment once walked
+    /// [`DbSnapshot::entries`] through `f`, with each key's access bits (`store::access`, for
+    /// the RDB's IDLE and FREQ records), letting go of each key table segment once walked
     /// (`TableSnapshot::drain_some`): how a save's writer walks its snapshot. Returns whether
     /// any segment is left; [`DbSnapshot::counts`] then counts only those.
     pub fn drain_some<E>(
         &mut self,
         max_segments: usize,
-        mut f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+        mut f: impl FnMut(&[u8], &Value, Option<u64>, u32) -> Result<(), E>,
     ) -> Result<bool, E> {
         let now = self.now_ms;
-        self.table.drain_some(max_segments, |k, v, ttl| {
+        self.table.drain_some(max_segments, |k, v, ttl, access| {
             if ttl.is_none_or(|t| t > now) {
-                f(k, v, ttl)
+                f(k, v, ttl, access)
             } else {
                 Ok(())
             }
@@ -1229,7 +1231,7 @@ impl DbSnapshot {
     /// Walks every entry through `f` ([`DbSnapshot::drain_some`] to the end).
     pub fn drain<E>(
         mut self,
-        f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+        f: impl FnMut(&[u8], &Value, Option<u64>, u32) -> Result<(), E>,
     ) -> Result<(), E> {
         self.drain_some(usize::MAX, f).map(|_| ())
     }
@@ -1499,6 +1501,11 @@ impl Db {
     /// FREQ), as [`Db::lookup_notouch`] finds the key.
     pub fn access_of(&mut self, key: &[u8]) -> Option<u32> {
         self.lookup_entry(key).map(Entry::access)
+    }
+
+    /// Sets the key's access bits (RESTORE's IDLETIME and FREQ); false if there is no such key.
+    pub fn set_access_of(&self, key: &[u8], bits: u32) -> bool {
+        self.get(key).map(|e| e.set_access(bits)).is_some()
     }
 
     #[inline]
@@ -2075,11 +2082,16 @@ impl Db {
     /// Live entries with their expiry, in no particular order (snapshot writers walk this under
     /// the lock instead of cloning).
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>)> {
+        self.saved_entries().map(|(k, v, ttl, _)| (k, v, ttl))
+    }
+
+    /// [`Db::entries`] with each key's access bits (`store::access`): what SAVE writes.
+    pub fn saved_entries(&self) -> impl Iterator<Item = (&[u8], &Value, Option<u64>, u32)> {
+        let now = self.now_ms;
         self.table
             .iter()
-            .map(|e| (e.key(), e.value()))
-            .filter(|(k, _)| !self.is_due(k))
-            .map(|(k, v)| (k, v, self.table.expiry(self.hash(k), k)))
+            .map(|e| (e.key(), e.value(), e.deadline(), e.access()))
+            .filter(move |(_, _, ttl, _)| ttl.is_none_or(|t| t > now))
     }
 
     /// Every entry, due ones included (INFO walks).
@@ -2669,7 +2681,7 @@ mod tests {
             }
         }
         let mut seen = 0;
-        for (k, _, ttl) in snap.table.entries() {
+        for (k, _, ttl, _) in snap.table.entries() {
             let i: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
             let want = i.is_multiple_of(2).then_some(1_000_000 + i);
             assert_eq!(ttl, want, "k{i}");
@@ -2927,7 +2939,7 @@ mod tests {
         /// writer does, letting them go.
         fn drain(snap: &mut [(usize, DbSnapshot)], drained: &mut [Model], n: usize) {
             for (i, s) in snap.iter_mut() {
-                let _ = s.drain_some(n, |k, v, t| {
+                let _ = s.drain_some(n, |k, v, t, _| {
                     assert!(drained[*i].insert(k.to_vec(), (v.clone(), t)).is_none());
                     Ok::<(), ()>(())
                 });
@@ -3132,7 +3144,7 @@ mod tests {
                     Ok::<(), ()>(())
                 };
                 if drain {
-                    snap.drain(&mut check).expect("walk");
+                    snap.drain(|k, v, t, _| check(k, v, t)).expect("walk");
                 } else {
                     for (k, v, t) in snap.entries() {
                         check(k, v, t).expect("walk");

@@ -1594,7 +1594,7 @@ pub struct TableSnapshot {
 const PREFETCH_AHEAD: usize = 16;
 
 impl TableSnapshot {
-    /// Every entry with its TTL, in no particular order.
+    /// Every entry with its TTL and its access bits (`store::access`), in no particular order.
     pub fn entries(&self) -> SnapshotIter<'_> {
         SnapshotIter {
             segs: &self.segs,
@@ -1620,7 +1620,8 @@ impl TableSnapshot {
             .flat_map(|s| s.map.iter().filter_map(Entry::deadline))
     }
 
-    /// Walks up to `max` segments through `f` (each entry with its TTL, in no particular order),
+    /// Walks up to `max` segments through `f` (each entry with its TTL and access bits, in no
+    /// particular order),
     /// letting go of each segment as soon as it is walked; returns whether any are left. The
     /// writer of a save walks the whole snapshot this way, so a segment it has written is no
     /// longer shared: a later write to it copies nothing, and a copy the live table already made
@@ -1628,7 +1629,7 @@ impl TableSnapshot {
     pub fn drain_some<E>(
         &mut self,
         max: usize,
-        mut f: impl FnMut(&[u8], &Value, Option<u64>) -> Result<(), E>,
+        mut f: impl FnMut(&[u8], &Value, Option<u64>, u32) -> Result<(), E>,
     ) -> Result<bool, E> {
         for _ in 0..max {
             let Some(seg) = self.segs.pop() else {
@@ -1641,8 +1642,8 @@ impl TableSnapshot {
                 cur: None,
                 ahead: None,
             };
-            for (k, v, ttl) in walk {
-                f(k, v, ttl)?;
+            for (k, v, ttl, access) in walk {
+                f(k, v, ttl, access)?;
             }
         }
         Ok(!self.segs.is_empty())
@@ -1658,7 +1659,7 @@ pub struct SnapshotIter<'a> {
 }
 
 impl<'a> Iterator for SnapshotIter<'a> {
-    type Item = (&'a [u8], &'a Value, Option<u64>);
+    type Item = (&'a [u8], &'a Value, Option<u64>, u32);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -1677,7 +1678,7 @@ impl<'a> Iterator for SnapshotIter<'a> {
                     if let Some(next) = self.ahead.as_mut().and_then(Iterator::next) {
                         next.prefetch();
                     }
-                    return Some((e.key(), e.value(), e.deadline()));
+                    return Some((e.key(), e.value(), e.deadline(), e.access()));
                 }
                 None => {
                     self.seg += 1;

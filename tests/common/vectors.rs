@@ -145,7 +145,7 @@ pub fn rdb_dir() -> std::path::PathBuf {
 pub fn load_rdb(bytes: &[u8]) -> (Vec<RdbEntry>, LoadStats) {
     let mut entries = Vec::new();
     let stats = RdbReader::new(bytes, bytes.len() as u64)
-        .load_file(LoadOptions::default(), 0, |db, k, v, e| {
+        .load_file(LoadOptions::default(), 0, |db, k, v, e, _| {
             entries.push((db, bytes::Bytes::copy_from_slice(k), v, e));
             Ok(())
         })
@@ -171,7 +171,7 @@ pub fn reencode_rdb(entries: &[RdbEntry], stats: &LoadStats) -> Vec<u8> {
     let expires = entries.iter().filter(|e| e.3.is_some()).count() as u64;
     w.select_db(0, entries.len() as u64, expires).unwrap();
     for (_, k, v, e) in entries {
-        w.entry(k, v, *e).unwrap();
+        w.entry(k, v, *e, 0).unwrap();
     }
     w.finish().unwrap();
     out

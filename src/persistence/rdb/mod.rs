@@ -12,8 +12,8 @@ pub mod reader;
 pub mod sketches;
 pub mod writer;
 
-pub use reader::{LoadOptions, LoadStats, RdbReader};
-pub use writer::{RdbWriter, SaveOptions};
+pub use reader::{AccessRecord, LoadOptions, LoadStats, RdbReader};
+pub use writer::{AccessRecords, RdbWriter, SaveOptions};
 
 /// The version hyperbloom writes: what Redis 7.0 writes, so 7.0 and every later Redis loads it.
 pub const RDB_VERSION: u16 = 10;

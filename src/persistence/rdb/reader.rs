@@ -115,6 +115,16 @@ pub struct RdbReader<R: Read> {
     crc: crc64::Crc64Digest,
 }
 
+/// The access records before a key (`OP_IDLE`, `OP_FREQ`), as the file holds them: what they
+/// mean depends on the loading server's policy (`store::access::loaded`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessRecord {
+    /// Seconds since the key's last access (an LRU policy's save).
+    pub idle_seconds: Option<u64>,
+    /// The key's LFU counter (an LFU policy's save).
+    pub freq: Option<u8>,
+}
+
 impl<R: Read> RdbReader<R> {
     /// `size` is the total number of bytes `r` will yield (the file size or payload length).
     pub fn new(r: R, size: u64) -> RdbReader<R> {
@@ -577,14 +587,15 @@ impl<R: Read> RdbReader<R> {
         Ok(version)
     }
 
-    /// Reads a whole file, handing each live key to `sink(db, key, value, expire_ms)`.
+    /// Reads a whole file, handing each live key to `sink(db, key, value, expire_ms, access)`
+    /// (`access`: the IDLE and FREQ records before the key, if any).
     /// Keys whose expiry is at or before `now_ms` are dropped (counted in `keys_expired`), as a
     /// Redis primary does.
     pub fn load_file(
         self,
         opts: LoadOptions,
         now_ms: u64,
-        sink: impl FnMut(usize, &[u8], Value, Option<u64>) -> Result<(), RdbError>,
+        sink: impl FnMut(usize, &[u8], Value, Option<u64>, AccessRecord) -> Result<(), RdbError>,
     ) -> Result<LoadStats, RdbError> {
         self.load_file_sized(opts, now_ms, |_, _| {}, sink)
     }
@@ -597,7 +608,7 @@ impl<R: Read> RdbReader<R> {
         opts: LoadOptions,
         now_ms: u64,
         mut resize: impl FnMut(usize, u64),
-        mut sink: impl FnMut(usize, &[u8], Value, Option<u64>) -> Result<(), RdbError>,
+        mut sink: impl FnMut(usize, &[u8], Value, Option<u64>, AccessRecord) -> Result<(), RdbError>,
     ) -> Result<LoadStats, RdbError> {
         // The key, and a string value, are read into these (reused) buffers; the sink copies the
         // key into its entry, a short string value is copied into the value itself.
@@ -609,6 +620,8 @@ impl<R: Read> RdbReader<R> {
         };
         let mut db: usize = 0;
         let mut expire: Option<i64> = None;
+        // The records before a key that apply to it alone (Redis resets them after each key).
+        let mut access = AccessRecord::default();
         loop {
             let type_at = self.pos;
             let op = self.byte()?;
@@ -634,12 +647,8 @@ impl<R: Read> RdbReader<R> {
                 OP_EXPIRETIME => {
                     expire = Some(i32::from_le_bytes(self.array()?) as i64 * 1000);
                 }
-                OP_IDLE => {
-                    self.len()?;
-                }
-                OP_FREQ => {
-                    self.byte()?;
-                }
+                OP_IDLE => access.idle_seconds = Some(self.len()?),
+                OP_FREQ => access.freq = Some(self.byte()?),
                 OP_AUX => {
                     let k = self.string()?;
                     let v = self.string()?;
@@ -681,11 +690,12 @@ impl<R: Read> RdbReader<R> {
                         self.value(ty, &key, type_at, &mut stats.skipped)?
                     };
                     let exp = expire.take();
+                    let key_access = std::mem::take(&mut access);
                     let Some(value) = value else { continue };
                     match exp {
                         Some(t) if t <= now_ms as i64 => stats.keys_expired += 1,
                         _ => {
-                            sink(db, &key, value, exp.map(|t| t as u64))?;
+                            sink(db, &key, value, exp.map(|t| t as u64), key_access)?;
                             stats.keys_loaded += 1;
                         }
                     }

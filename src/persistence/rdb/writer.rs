@@ -28,6 +28,32 @@ pub struct SaveOptions {
     pub checksum: bool,
     /// `rdb-key-save-delay`: a pause per key record ([`debug_delay`]); 0 in production.
     pub key_save_delay: i32,
+    /// Which access record precedes each key, by `maxmemory-policy` ([`AccessRecords`]).
+    pub access_records: AccessRecords,
+}
+
+/// The access record a key record starts with, as Redis's `rdbSaveKeyValuePair` writes it: an
+/// IDLE record (its idle seconds) under an LRU policy, a FREQ record (its LFU counter, decayed to
+/// now) under an LFU one, none under the others. Another Redis loading the file ranks the keys
+/// for eviction as they were ranked here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessRecords {
+    #[default]
+    None,
+    Idle,
+    Freq,
+}
+
+impl AccessRecords {
+    /// The records for `maxmemory-policy` `policy` (Redis's `MAXMEMORY_FLAG_LRU` and
+    /// `MAXMEMORY_FLAG_LFU`).
+    pub fn for_policy(policy: &str) -> AccessRecords {
+        match policy {
+            "allkeys-lru" | "volatile-lru" => AccessRecords::Idle,
+            "allkeys-lfu" | "volatile-lfu" => AccessRecords::Freq,
+            _ => AccessRecords::None,
+        }
+    }
 }
 
 impl Default for SaveOptions {
@@ -36,6 +62,7 @@ impl Default for SaveOptions {
             compression: true,
             checksum: true,
             key_save_delay: 0,
+            access_records: AccessRecords::None,
         }
     }
 }
@@ -47,6 +74,7 @@ impl SaveOptions {
             compression: c.rdbcompression,
             checksum: c.rdbchecksum,
             key_save_delay: c.rdb_key_save_delay,
+            access_records: AccessRecords::for_policy(&c.maxmemory_policy),
         }
     }
 }
@@ -83,6 +111,7 @@ pub struct RdbWriter<W: Write> {
     checksum: bool,
     compression: bool,
     key_save_delay: i32,
+    access_records: AccessRecords,
     written: u64,
 }
 
@@ -94,6 +123,7 @@ impl<W: Write> RdbWriter<W> {
             checksum: opts.checksum,
             compression: opts.compression,
             key_save_delay: opts.key_save_delay,
+            access_records: opts.access_records,
             written: 0,
         }
     }
@@ -193,12 +223,14 @@ impl<W: Write> RdbWriter<W> {
         self.len(expires)
     }
 
-    /// One key record: optional expiry, type, key, value.
+    /// One key record: optional expiry, the access record of the policy ([`AccessRecords`],
+    /// from the key's access bits `access`), type, key, value.
     pub fn entry(
         &mut self,
         key: &[u8],
         value: &Value,
         expire_ms: Option<u64>,
+        access: u32,
     ) -> std::io::Result<()> {
         if self.key_save_delay != 0 {
             debug_delay(self.key_save_delay);
@@ -206,6 +238,17 @@ impl<W: Write> RdbWriter<W> {
         if let Some(t) = expire_ms {
             self.byte(OP_EXPIRETIME_MS)?;
             self.raw(&(t as i64).to_le_bytes())?;
+        }
+        match self.access_records {
+            AccessRecords::None => {}
+            AccessRecords::Idle => {
+                self.byte(OP_IDLE)?;
+                self.len(crate::store::access::idle_ms(access) / 1000)?;
+            }
+            AccessRecords::Freq => {
+                self.byte(OP_FREQ)?;
+                self.raw(&[crate::store::access::decayed_counter(access) as u8])?;
+            }
         }
         self.byte(value_type(value))?;
         self.string(key)?;
@@ -628,6 +671,74 @@ mod tests {
         let mut w = RdbWriter::new(&mut out, SaveOptions::default());
         f(&mut w);
         out
+    }
+
+    #[test]
+    fn key_records_start_with_the_policys_access_record_and_read_back() {
+        use crate::persistence::rdb::{AccessRecord, LoadOptions, RdbReader};
+        use crate::store::access;
+        let record = |records: AccessRecords, bits: u32| {
+            let mut out = Vec::new();
+            let opts = SaveOptions {
+                access_records: records,
+                ..SaveOptions::default()
+            };
+            let mut w = RdbWriter::new(&mut out, opts);
+            w.entry(b"k", &Value::str(b"v"), Some(7), bits).unwrap();
+            out
+        };
+        // Redis's order: expiry, then IDLE (a length) or FREQ (a byte), then type, key, value.
+        let expiry = [OP_EXPIRETIME_MS, 7, 0, 0, 0, 0, 0, 0, 0];
+        let tail = [TYPE_STRING, 1, b'k', 1, b'v'];
+        assert_eq!(
+            record(AccessRecords::None, 0),
+            [&expiry[..], &tail[..]].concat()
+        );
+        // LFU bits: a counter of 42 stamped with the minute now (no decay to read).
+        let lfu_bits = 42;
+        let freq = record(AccessRecords::Freq, lfu_bits);
+        assert_eq!(&freq[..9], &expiry[..]);
+        assert_eq!(freq[9], OP_FREQ);
+        assert_eq!(&freq[11..], &tail[..]);
+        let idle = record(AccessRecords::Idle, access::lru_clock());
+        assert_eq!(&idle[..11], &[&expiry[..], &[OP_IDLE, 0][..]].concat()[..]);
+        assert_eq!(&idle[11..], &tail[..]);
+        // Read back: the records reach the sink with their key, and only that key's.
+        let mut file = Vec::new();
+        let mut w = RdbWriter::new(
+            &mut file,
+            SaveOptions {
+                access_records: AccessRecords::Idle,
+                ..SaveOptions::default()
+            },
+        );
+        w.header(0, 0).unwrap();
+        w.select_db(0, 2, 0).unwrap();
+        w.entry(b"a", &Value::str(b"v"), None, access::lru_clock())
+            .unwrap();
+        w.access_records = AccessRecords::None;
+        w.entry(b"b", &Value::str(b"v"), None, 0).unwrap();
+        w.finish().unwrap();
+        let mut seen = Vec::new();
+        RdbReader::new(&file[..], file.len() as u64)
+            .load_file(LoadOptions::default(), 0, |_, k, _, _, a| {
+                seen.push((k.to_vec(), a));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            seen,
+            [
+                (
+                    b"a".to_vec(),
+                    AccessRecord {
+                        idle_seconds: Some(0),
+                        freq: None
+                    }
+                ),
+                (b"b".to_vec(), AccessRecord::default()),
+            ]
+        );
     }
 
     #[test]
