@@ -609,3 +609,70 @@ fn bulk_of(reply: &[u8]) -> Vec<u8> {
         .expect("a bulk reply");
     reply[nl + 1..reply.len() - 2].to_vec()
 }
+
+/// DEBUG OBJECT answers as redis-server 7.0.15's: refcount, encoding and serializedlength
+/// exactly (the RDB encoding, compressed or not), `lru` the same clock within a second or two
+/// and `lru_seconds_idle` 0 for keys just written; the address is each process's own.
+#[test]
+fn debug_object_answers_as_redis_does() {
+    let real = common::redis::RealRedis::start(&["--enable-debug-command", "yes"]);
+    let ours = Server::start("evict-debug-object", &["--enable-debug-command", "yes"]);
+    let mut r = real.raw();
+    let mut o = RawConn::connect(ours.addr);
+    let long = "abc".repeat(100);
+    let writes: &[&[&str]] = &[
+        &["SET", "short", "hello"],
+        &["SET", "int", "12345"],
+        &["SET", "big", "123456789012"],
+        &["SET", "long", &long],
+        &["SET", "appended", "x"],
+        &["APPEND", "appended", "y"],
+        &["PFADD", "hll", "a", "b", "c"],
+    ];
+    for w in writes {
+        assert_eq!(r.cmd_str(w), o.cmd_str(w), "{w:?}");
+    }
+    let fields = |reply: &[u8]| -> Vec<(String, String)> {
+        let text = String::from_utf8_lossy(reply).into_owned();
+        assert!(text.starts_with("+Value at:"), "{text}");
+        text.trim_start_matches('+')
+            .trim_end()
+            .split(' ')
+            .filter_map(|f| f.split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    for key in ["short", "int", "big", "long", "appended", "hll"] {
+        let theirs = fields(&r.cmd_str(&["DEBUG", "OBJECT", key]));
+        let mine = fields(&o.cmd_str(&["DEBUG", "OBJECT", key]));
+        let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&theirs), names(&mine), "{key}");
+        for ((name, want), (_, got)) in theirs.iter().zip(&mine) {
+            match name.as_str() {
+                "at" => {}
+                "lru" => {
+                    let (a, b): (i64, i64) = (want.parse().unwrap(), got.parse().unwrap());
+                    assert!((a - b).abs() <= 2, "{key}: lru {a} against {b}");
+                }
+                "lru_seconds_idle" => assert!(got.parse::<u64>().unwrap() <= 1, "{key}"),
+                _ => assert_eq!(want, got, "{key}: {name}"),
+            }
+        }
+    }
+    assert_eq!(
+        r.cmd_str(&["DEBUG", "OBJECT", "nokey"]),
+        o.cmd_str(&["DEBUG", "OBJECT", "nokey"])
+    );
+    // INFO's lru_clock is the same clock (it was a constant 0).
+    let clock = |c: &mut RawConn| -> i64 {
+        let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "server"])).into_owned();
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix("lru_clock:"))
+            .expect("lru_clock")
+            .to_string();
+        line.trim().parse().unwrap()
+    };
+    let (a, b) = (clock(&mut r), clock(&mut o));
+    assert!((a - b).abs() <= 2, "lru_clock {a} against {b}");
+}

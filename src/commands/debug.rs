@@ -50,9 +50,39 @@ pub(super) fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             Ok(Reply::ok())
         }
         b"jmap" | b"quicklist-packed-threshold" => Ok(Reply::ok()),
+        b"object" if argv.len() == 3 => debug_object(ctx, &argv[2]),
         _ => Err(CmdError::Owned(format!(
             "ERR unknown subcommand '{}'. Try DEBUG HELP.",
             String::from_utf8_lossy(&argv[1])
         ))),
     }
+}
+
+/// `DEBUG OBJECT key`: Redis's status line, `Value at:<address> refcount:<n> encoding:<name>
+/// serializedlength:<bytes> lru:<bits> lru_seconds_idle:<s>`. The address is the value's in this
+/// process; `serializedlength` is the value's RDB encoding (a DUMP payload without its type byte
+/// and 10-byte footer, compressed as `rdbcompression` says); `lru` the key's raw access bits
+/// (`store::access`: under an LFU policy a counter, which `lru_seconds_idle` reads as a clock,
+/// as Redis's does). Neither a lookup nor an access.
+fn debug_object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
+    let compression = ctx.config().rdbcompression;
+    let db = ctx.db();
+    let Some(bits) = db.access_of(key) else {
+        return Err(CmdError::Static(error::NO_SUCH_KEY));
+    };
+    let refcount = super::keyspace::refcount_of(db, key).unwrap_or(1);
+    let encoding = db.encoding_override(key);
+    let Some(value) = db.lookup_notouch(key) else {
+        return Err(CmdError::Static(error::NO_SUCH_KEY));
+    };
+    let encoding = encoding.unwrap_or(value.encoding_name());
+    let serialized = crate::persistence::dump::dump(value, compression)
+        .len()
+        .saturating_sub(11);
+    let line = format!(
+        "Value at:{:p} refcount:{refcount} encoding:{encoding} serializedlength:{serialized} lru:{bits} lru_seconds_idle:{}",
+        value as *const _,
+        crate::store::access::idle_ms(bits) / 1000
+    );
+    Ok(Reply::StatusOwned(Bytes::from(line)))
 }

@@ -81,7 +81,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let config_file = ctx.config().config_file.clone().unwrap_or_default();
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:0\r\nexecutable:hyperbloom\r\nconfig_file:{}\r\nio_threads_active:0\r\nhyperbloom_version:{}\r\n",
+                "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:hyperbloom\r\nconfig_file:{}\r\nio_threads_active:0\r\nhyperbloom_version:{}\r\n",
                 crate::REDIS_VERSION,
                 std::env::consts::OS,
                 std::env::consts::ARCH,
@@ -93,6 +93,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 uptime / 86400,
                 hz,
                 hz,
+                // The clock the keys' access bits are stamped with (`store::access`).
+                crate::store::access::lru_clock(),
                 config_file,
                 crate::VERSION,
             );

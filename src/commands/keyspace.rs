@@ -690,18 +690,25 @@ fn object_idletime(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `OBJECT REFCOUNT key` → 1, or `INT_MAX` for the small integers Redis shares (0..9999).
 fn object_refcount(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
-    let db = ctx.db();
-    let overridden = db.encoding_override(&argv[2]).is_some();
-    Ok(match db.lookup_notouch(&argv[2]) {
+    Ok(match refcount_of(ctx.db(), &argv[2]) {
         None => Reply::Null,
-        Some(Value::Str(s))
+        Some(n) => Reply::Int(n),
+    })
+}
+
+/// The reference count Redis would show for `key` (OBJECT REFCOUNT, DEBUG OBJECT): `INT_MAX`
+/// for the small integers it shares (0..9999), 1 otherwise; `None` for a missing key.
+pub(super) fn refcount_of(db: &mut crate::store::Db, key: &[u8]) -> Option<i64> {
+    let overridden = db.encoding_override(key).is_some();
+    Some(match db.lookup_notouch(key)? {
+        Value::Str(s)
             if !overridden
                 && s.len() <= 4
                 && parse_i64(s).is_some_and(|v| (0..10000).contains(&v)) =>
         {
-            Reply::Int(i32::MAX as i64)
+            i32::MAX as i64
         }
-        Some(_) => Reply::Int(1),
+        _ => 1,
     })
 }
 
