@@ -456,6 +456,13 @@ fn eviction_commands_answer_as_redis_does() {
         &["CONFIG", "GET", "maxmemory-samples"],
         &["CONFIG", "SET", "lfu-log-factor", "-1"],
         &["CONFIG", "SET", "lfu-decay-time", "-1"],
+        &["CONFIG", "SET", "maxmemory-eviction-tenacity", "101"],
+        &["CONFIG", "SET", "maxmemory-eviction-tenacity", "-1"],
+        &["CONFIG", "SET", "maxmemory-eviction-tenacity", "x"],
+        &["CONFIG", "GET", "maxmemory-eviction-tenacity"],
+        &["CONFIG", "SET", "maxmemory-eviction-tenacity", "100"],
+        &["CONFIG", "GET", "maxmemory-eviction-tenacity"],
+        &["CONFIG", "SET", "maxmemory-eviction-tenacity", "10"],
         &["CONFIG", "SET", "lazyfree-lazy-eviction", "maybe"],
         &["CONFIG", "SET", "lazyfree-lazy-eviction", "yes"],
         // One name each: a pattern's matches come in Redis's dictionary order, ours in the

@@ -92,7 +92,6 @@ pub static ACCEPTED: &[Accepted] = &[
     row("list-max-ziplist-size", "-2", true),
     row("lua-time-limit", "5000", true),
     row("maxmemory-clients", "0", true),
-    row("maxmemory-eviction-tenacity", "10", true),
     row("oom-score-adj", "no", true),
     row("oom-score-adj-values", "0 200 800", true),
     row("pidfile", "", false),

@@ -60,6 +60,9 @@ pub struct Config {
     pub lfu_decay_time: u32,
     /// `lazyfree-lazy-eviction`: evicted keys propagate as UNLINK instead of DEL.
     pub lazyfree_lazy_eviction: bool,
+    /// `maxmemory-eviction-tenacity` (0..=100): how long one eviction run may take
+    /// (`engine::evict::time_limit`).
+    pub maxmemory_eviction_tenacity: u32,
     /// `notify-keyspace-events` as class bits ([`crate::events`]).
     pub notify_keyspace_events: u32,
     pub proto_max_bulk_len: usize,
@@ -165,6 +168,7 @@ impl Default for Config {
             maxmemory_samples: 5,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
+            maxmemory_eviction_tenacity: 10,
             lazyfree_lazy_eviction: false,
             notify_keyspace_events: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -753,6 +757,16 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.lfu_decay_time.to_string(),
         set: |c, a| {
             c.lfu_decay_time = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "maxmemory-eviction-tenacity",
+        doc: "How long one eviction run may take: 0-10 is 0-500 us, then 15 % more per step, 100 no limit.",
+        mutable: true,
+        get: |c| c.maxmemory_eviction_tenacity.to_string(),
+        set: |c, a| {
+            c.maxmemory_eviction_tenacity = parse_num(a, 0, 100)?;
             Ok(())
         },
     },

@@ -21,10 +21,10 @@
 //! DELs keep it in step. Nothing is evicted while loading.
 //!
 //! Bounds, where Redis's differ from ours:
-//! - A run stops after Redis's time budget at the default `maxmemory-eviction-tenacity` (500 µs;
-//!   the directive itself is accepted, not applied) and lets the command run, as Redis does
-//!   (`EVICT_RUNNING`); Redis continues from a timer, here the next command or the cron (`hz`
-//!   times a second) does.
+//! - A run stops after the time `maxmemory-eviction-tenacity` allows ([`time_limit`], 500 µs at
+//!   the default 10; checked every 16 evictions, as Redis does) and lets the command run, as Redis
+//!   does (`EVICT_RUNNING`); Redis continues from a timer, here the next command or the cron
+//!   (`hz` times a second) does.
 //! - A snapshot being saved shares the keyspace's blocks (`store::entry`), so deleting a key
 //!   it holds frees nothing until the save ends, where Redis's forked child holds its own copy.
 //!   Sixteen evictions in a row that free nothing end the loop, so a save in progress does not
@@ -44,9 +44,18 @@ use crate::store::access;
 /// The pool's size (Redis's `EVPOOL_SIZE`).
 const POOL_SIZE: usize = 16;
 
-/// How long one eviction run may take before the command runs (Redis's budget at the default
-/// `maxmemory-eviction-tenacity` of 10).
-const BUDGET: Duration = Duration::from_micros(500);
+/// How long one eviction run may take before the command runs, by `maxmemory-eviction-tenacity`
+/// (Redis's `evictionTimeLimitUs`): 50 µs a step up to 10 (the default: 500 µs), then 15 % more
+/// a step (about two minutes at 99), and no limit at 100 (`None`).
+pub fn time_limit(tenacity: u32) -> Option<Duration> {
+    match tenacity {
+        0..=10 => Some(Duration::from_micros(50 * u64::from(tenacity))),
+        11..=99 => Some(Duration::from_micros(
+            (500.0 * 1.15f64.powi(tenacity as i32 - 10)) as u64,
+        )),
+        _ => None,
+    }
+}
 
 /// Evictions in a row that may free nothing (keys a snapshot still holds) before the run stops.
 const FRUITLESS_MAX: u32 = 16;
@@ -139,12 +148,13 @@ fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
     if engine.repl.master.is_some() || shared.loading.load(Ordering::Relaxed) {
         return Outcome::Ok;
     }
-    let (policy, samples, unlink) = {
+    let (policy, samples, unlink, limit) = {
         let c = shared.config();
         (
             Policy::parse(&c.maxmemory_policy),
             c.maxmemory_samples.max(1) as usize,
             c.lazyfree_lazy_eviction,
+            time_limit(c.maxmemory_eviction_tenacity),
         )
     };
     if policy == Policy::NoEviction {
@@ -173,7 +183,7 @@ fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
             outcome = Outcome::Failed;
             break;
         }
-        if evicted.is_multiple_of(16) && started.elapsed() > BUDGET {
+        if evicted.is_multiple_of(16) && limit.is_some_and(|limit| started.elapsed() > limit) {
             outcome = Outcome::Running;
             break;
         }
@@ -267,6 +277,20 @@ fn insert(pool: &mut Vec<(u64, usize, Bytes)>, score: u64, db: usize, key: &[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenacity_sets_redis_time_limits() {
+        let us = |t| time_limit(t).map(|d| d.as_micros());
+        assert_eq!(us(0), Some(0));
+        assert_eq!(us(1), Some(50));
+        assert_eq!(us(10), Some(500));
+        // Redis: (unsigned long)(500.0 * pow(1.15, tenacity - 10.0)).
+        assert_eq!(us(11), Some(575));
+        assert_eq!(us(20), Some(2022));
+        assert_eq!(us(99), Some((500.0 * 1.15f64.powi(89)) as u128));
+        assert!(us(99).unwrap() > 110_000_000, "about two minutes");
+        assert_eq!(us(100), None);
+    }
 
     #[test]
     fn policies_parse_as_redis_names_them() {
