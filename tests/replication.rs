@@ -826,3 +826,64 @@ fn keys_added_and_deleted_on_the_shared_path_reach_a_replica_once_each() {
         int_field(&mut r, "replication", "master_repl_offset")
     );
 }
+
+/// A replica ignores `maxmemory` (Redis's `replica-ignore-maxmemory yes`): its primary's writes
+/// are applied however much memory it uses, or the replica would silently drop them and diverge,
+/// and its own clients' writes (a writable replica) are not refused with OOM either. Real
+/// binaries: `used_memory` is each process's own.
+#[test]
+fn a_replica_over_maxmemory_applies_every_write_of_its_primary() {
+    let (pdir, rdir) = (tempdir("repl-oom-p"), tempdir("repl-oom-r"));
+    let (_primary, paddr) = common::spawn_binary(&pdir, "");
+    let (_replica, raddr) = common::spawn_binary_with(&rdir, "", &["--replica-read-only", "no"]);
+    let mut p = common::connect_when_ready(paddr);
+    let mut r = common::connect_when_ready(raddr);
+    let used = int_field(&mut r, "memory", "used_memory");
+    let limit = (used + 1024 * 1024).to_string();
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "maxmemory", &limit]),
+        b"+OK\r\n"
+    );
+    // Not a replica yet: the limit holds.
+    let big = "x".repeat(256 * 1024);
+    let oom = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n".to_vec();
+    let refused = (0..10).any(|i| r.cmd_str(&["SET", &format!("big{i}"), &big]) == oom);
+    assert!(refused, "the limit never refused a write");
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &paddr.port().to_string()]);
+    wait_for("link up", || link_up(&mut r));
+    let value = "y".repeat(1000);
+    for i in 0..2000 {
+        p.cmd_str(&["SET", &format!("k{i}"), &value]);
+        p.cmd_str(&["PFADD", "hll", &format!("e{i}")]);
+        p.cmd_str(&["BF.ADD", &format!("bf{}", i % 7), &format!("e{i}")]);
+        p.cmd_str(&["CF.ADD", "cf", &format!("e{i}")]);
+    }
+    p.cmd_str(&["MULTI"]);
+    p.cmd_str(&["SET", "in-multi", "1"]);
+    p.cmd_str(&["INCR", "counter"]);
+    p.cmd_str(&["EXEC"]);
+    assert_eq!(int(p.cmd_str(&["WAIT", "1", "5000"])), 1);
+    let offset = info_field(&mut p, "replication", "master_repl_offset");
+    wait_for("the replica reaches the primary's offset", || {
+        info_field(&mut r, "replication", "master_repl_offset") == offset
+    });
+    assert!(int_field(&mut r, "memory", "used_memory") > used + 1024 * 1024);
+    let (theirs, ours) = (keyspace(&mut p), keyspace(&mut r));
+    let missing = theirs.iter().filter(|k| !ours.contains(k)).count();
+    assert!(
+        theirs == ours,
+        "{} keys on the primary, {} on the replica, {missing} of the primary's missing or different",
+        theirs.len(),
+        ours.len()
+    );
+    same_filters(&mut p, &mut r, &["bf0", "bf6"], &["cf"]);
+    // A writable replica's own client: no OOM on a replica.
+    assert_eq!(r.cmd_str(&["SET", "local", "v"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["BF.ADD", "local-bf", "x"]), b":1\r\n");
+    assert_eq!(r.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["SET", "local2", "v"]), b"+QUEUED\r\n");
+    assert_eq!(r.cmd_str(&["EXEC"]), b"*1\r\n+OK\r\n");
+    drop((p, r));
+    let _ = std::fs::remove_dir_all(pdir);
+    let _ = std::fs::remove_dir_all(rdir);
+}

@@ -718,8 +718,12 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// `maxmemory` now (its hot-path mirror, read without the config lock), for the checks that
-    /// creating a filter or sketch does against what it reserves.
+    /// creating a filter or sketch does against what it reserves; 0 (no limit) on a replica,
+    /// which ignores `maxmemory` as Redis's does by default (`replica-ignore-maxmemory`).
     pub fn maxmemory(&self) -> u64 {
+        if self.repl.master.is_some() {
+            return 0;
+        }
         self.shared.maxmemory.load(Ordering::Relaxed)
     }
 
@@ -1074,10 +1078,14 @@ fn dispatch_inner(
         // Under a policy that evicts, the eviction run above decided, as Redis's
         // performEvictions does: only a run with nothing left to evict refuses the command
         // (one that stopped on its time budget lets it run, EVICT_RUNNING), whatever
-        // `used_memory` reads now (other threads allocate meanwhile: the AOF writer).
-        let evicted_enough = eviction != crate::engine::evict::Outcome::Failed
-            && shared.maxmemory_evicts.load(Ordering::Relaxed)
-            && matches!(refusal, CmdError::Static(e) if e == error::OOM);
+        // `used_memory` reads now (other threads allocate meanwhile: the AOF writer). A replica
+        // refuses nothing for memory (Redis's `replica-ignore-maxmemory yes`: performEvictions
+        // answers EVICT_OK there): its primary's writes must all apply, or it diverges.
+        let oom = matches!(refusal, CmdError::Static(e) if e == error::OOM);
+        let evicted_enough = oom
+            && (engine.repl.master.is_some()
+                || (eviction != crate::engine::evict::Outcome::Failed
+                    && shared.maxmemory_evicts.load(Ordering::Relaxed)));
         if !evicted_enough {
             return reject(engine, client, index, spec, refusal);
         }
@@ -1250,9 +1258,11 @@ pub fn aof_replayer() -> Box<crate::persistence::aof::Replay<'static>> {
     )
 }
 
-/// The server-state refusals EXEC re-checks for each queued command.
-pub fn refuse_at_exec(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
+/// The server-state refusals EXEC re-checks for each queued command; on a replica (`replica`)
+/// none for memory, as in the dispatcher.
+pub fn refuse_at_exec(shared: &Shared, spec: &CommandSpec, replica: bool) -> Option<CmdError> {
     refuse(shared, spec)
+        .filter(|e| !(replica && matches!(e, CmdError::Static(e) if *e == error::OOM)))
 }
 
 /// Executes a command that passed the dispatcher's checks.

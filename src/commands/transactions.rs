@@ -110,7 +110,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         let refusal = if ctx.client.replaying {
             None
         } else {
-            super::refuse_at_exec(ctx.shared, spec)
+            super::refuse_at_exec(ctx.shared, spec, ctx.repl.master.is_some())
         };
         let reply = match refusal {
             Some(e) => Reply::Error(e),
