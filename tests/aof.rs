@@ -918,6 +918,95 @@ fn a_full_disk_refuses_writes_with_misconf_then_recovers_losing_nothing() {
     child.kill9();
 }
 
+/// A replica whose disk is full applies its primary's writes all the same: it refuses its own
+/// clients' writes and PING with MISCONF, as Redis does, but a write of the primary's stream
+/// refused there would exist on the primary alone (Redis panics instead, or applies with
+/// `repl-ignore-disk-write-error`). Once there is space again its AOF catches up and a restart
+/// from it holds every key.
+#[test]
+fn a_replica_on_a_full_disk_applies_every_write_of_its_primary() {
+    let dir = Dir::new("aof-enospc-replica");
+    let Some(_mount) = Tmpfs::mount(&dir, "2m") else {
+        return;
+    };
+    let pdir = tempdir("aof-enospc-primary");
+    let (_primary, paddr) = spawn_binary_with(&pdir, "", &[]);
+    let mut p = connect_when_ready(paddr);
+    let args = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let (mut child, addr) = Hb::spawn(&dir, &args);
+    let mut r = connect_when_ready(addr);
+    wait_loaded(&mut r);
+    let field = |c: &mut RawConn, name: &str| -> String {
+        let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "replication"])).into_owned();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &paddr.port().to_string()]);
+    let start = Instant::now();
+    while field(&mut r, "master_link_status") != "up" {
+        assert!(start.elapsed() < Duration::from_secs(20), "link never up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let filler = dir.join("filler");
+    fill_disk(&filler);
+    let value = "x".repeat(200);
+    let misconf = b"-MISCONF Errors writing to the AOF file: No space left on device\r\n";
+    let mut i = 0;
+    let start = Instant::now();
+    // Until the replica knows its disk is full (its PING says so).
+    while r.cmd_str(&["PING"]) != misconf {
+        i += 1;
+        p.cmd_str(&["SET", &format!("k{i}"), &value]);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the replica never saw its full disk"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..200 {
+        i += 1;
+        p.cmd_str(&["SET", &format!("k{i}"), &value]);
+    }
+    let offset = field(&mut p, "master_repl_offset");
+    let start = Instant::now();
+    while field(&mut r, "master_repl_offset") != offset {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "offsets never met"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dbsize = |c: &mut RawConn| c.cmd_str(&["DBSIZE"]);
+    assert_eq!(dbsize(&mut r), format!(":{i}\r\n").into_bytes());
+    assert_eq!(dbsize(&mut p), dbsize(&mut r));
+    // Its own clients are refused meanwhile, as Redis's are.
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "replica-read-only", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(r.cmd_str(&["SET", "local", "v"]), misconf);
+    // Space again: the AOF catches up, and a restart from it has every key.
+    std::fs::remove_file(&filler).unwrap();
+    let start = Instant::now();
+    while r.cmd_str(&["PING"]) != b"+PONG\r\n" {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the AOF never recovered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    child.kill9();
+    let (mut child, addr) = Hb::spawn(&dir, &args);
+    let mut c = connect_when_ready(addr);
+    wait_loaded(&mut c);
+    assert_eq!(dbsize(&mut c), format!(":{i}\r\n").into_bytes());
+    child.kill9();
+    let _ = std::fs::remove_dir_all(&pdir);
+}
+
 /// appendfsync always on a full disk: as Redis, the server exits 1 (the replies of an
 /// unwritten command can't be taken back, so it stops before sending any) and nothing
 /// acknowledged is lost.

@@ -1086,11 +1086,31 @@ fn dispatch_inner(
             && (engine.repl.master.is_some()
                 || (eviction != crate::engine::evict::Outcome::Failed
                     && shared.maxmemory_evicts.load(Ordering::Relaxed)));
-        if !evicted_enough {
+        // The primary's stream is applied whatever this server's disk says (MISCONF, an AOF
+        // write error): refusing it would drop the write from this replica alone, which then
+        // diverges in silence. Redis panics there unless `repl-ignore-disk-write-error`, and
+        // applies with a warning if so; applying keeps the data whole.
+        if client.is_master && !evicted_enough {
+            warn_applying_despite(&refusal);
+        } else if !evicted_enough {
             return reject(engine, client, index, spec, refusal);
         }
     }
     run(shared, engine, client, index, spec, argv, now_ms)
+}
+
+/// Logs, at most every 10 s as Redis does, that the replica applies its primary's writes though
+/// it would refuse them to a client (a disk error).
+#[cold]
+fn warn_applying_despite(refusal: &CmdError) {
+    static LAST_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = now_ms();
+    let last = LAST_MS.load(Ordering::Relaxed);
+    if now >= last + 10_000 && LAST_MS.swap(now, Ordering::Relaxed) == last {
+        tracing::warn!(
+            "Replica is applying a command even though it would refuse it to a client: {refusal}"
+        );
+    }
 }
 
 /// A command the dispatcher refuses (Redis's rejectCommand): counted, flags a transaction being

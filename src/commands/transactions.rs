@@ -107,7 +107,9 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     for Queued { index, argv } in &queue {
         let spec = table().all()[*index];
         // A refusal that depends on server state is checked at EXEC time, as Redis does.
-        let refusal = if ctx.client.replaying {
+        // Neither the AOF's replay nor the primary's stream is refused (the dispatcher's
+        // reasons: `commands::dispatch_inner`).
+        let refusal = if ctx.client.replaying || ctx.client.is_master {
             None
         } else {
             super::refuse_at_exec(ctx.shared, spec, ctx.repl.master.is_some())
