@@ -44,13 +44,14 @@
 //!
 //! Nothing here does I/O; the store knows nothing of sockets or RESP.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use super::chunked_set::ChunkedSet;
 use super::entry::Entry;
 use super::keytable::{ForWrite, KeyTable, TableSnapshot};
 use super::string::Str;
@@ -1032,20 +1033,21 @@ struct ExpiryQueues {
 /// One stripe's queue: the (deadline, key hash) of each key with a TTL, ordered. The key itself
 /// is found in the key table by its hash and deadline ([`KeyTable::expiring_key`]): a queue entry
 /// is 16 bytes and no allocation, where a copy of the key cost a heap chunk and a reference count
-/// (issue 15, target 3: a key with a TTL cost 247 bytes more than one without). A set, not a map
-/// to a count: a B-tree leaf of 11 entries is then 192 bytes instead of 236 (a 208-byte glibc
-/// chunk instead of 256). Two keys of one hash and one deadline (a 64-bit collision) are one
-/// entry of the set and one of `more`, which counts the entries past the first.
+/// (issue 15, target 3: a key with a TTL cost 247 bytes more than one without). A set in full
+/// chunks of 64 pairs ([`ChunkedSet`]: ~16 bytes a key where a `BTreeSet`'s half-full leaves
+/// took ~37 and a map to a count more). Two keys of one hash and one deadline (a 64-bit
+/// collision) are one entry of the set and one of `more`, which counts the entries past the
+/// first.
 #[derive(Debug, Default)]
 struct ExpiryQueue {
-    set: BTreeSet<(u64, u64)>,
+    set: ChunkedSet,
     more: HashMap<(u64, u64), u32>,
 }
 
 impl ExpiryQueue {
     /// The entry due first.
     fn first(&self) -> Option<(u64, u64)> {
-        self.set.first().copied()
+        self.set.first()
     }
 
     #[cfg(test)]
@@ -1088,7 +1090,7 @@ fn queue_remove(queue: &mut ExpiryQueue, when: u64, h: u64) {
         }
         return;
     }
-    queue.set.remove(&(when, h));
+    queue.set.remove((when, h));
 }
 
 impl ExpiryQueues {

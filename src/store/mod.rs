@@ -2,6 +2,7 @@
 //! Imports only `numeric` from the bottom floor.
 pub mod access;
 pub mod bloom;
+pub mod chunked_set;
 pub mod cms;
 pub mod cuckoo;
 pub mod db;
