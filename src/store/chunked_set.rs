@@ -5,13 +5,14 @@
 //! A B-tree leaf holds 11 pairs in a 192-byte block (a 208-byte glibc chunk), and a tree filled
 //! at its right edge, which is how deadlines arrive when keys are set with one `EX`, splits its
 //! last leaf in two and leaves every leaf about half full: ~37 bytes a key, a quarter of what a
-//! key with a TTL cost in all (141 bytes, Redis 157). Here a chunk holds [`CHUNK`] pairs in one
-//! allocation (1,032 bytes, a 1,040-byte glibc chunk: 16.25 bytes a pair when full), and the last
-//! chunk, when it fills up with a pair to go in its last quarter, hands only the pairs from there
-//! on to a new chunk, so that rising keys leave chunks at least three quarters full behind. A
-//! split anywhere else halves the chunk, as a B-tree does.
-//! Removals merge a chunk that falls under a quarter full with a neighbour when both fit in one,
-//! so deletions cannot leave a chunk per pair.
+//! key with a TTL cost in all (141 bytes, Redis 157). Here a chunk holds up to [`CHUNK`] pairs in
+//! one allocation (1,024 bytes when full, a 1,040-byte glibc chunk: 16.25 bytes a pair), and the
+//! last chunk, when it fills up with a pair to go in its last quarter, hands only the pairs from
+//! there on to a new chunk, so that rising keys leave chunks at least three quarters full
+//! behind. A split anywhere else halves the chunk, as a B-tree does. Removals merge a chunk that
+//! falls under a quarter full with a neighbour when both fit in one, so deletions cannot leave a
+//! chunk per pair. A chunk's capacity starts small and doubles, so that a set of a few pairs
+//! (a stripe with a few keys with a TTL) costs about what a B-tree leaf did.
 //!
 //! An index (`BTreeMap`) maps each chunk's first pair to the chunk: a lookup is a search of the
 //! index (about one entry per 64 pairs) and a binary search of one chunk.
@@ -24,52 +25,70 @@ type Pair = (u64, u64);
 /// Pairs per chunk.
 pub const CHUNK: usize = 64;
 
-/// A sorted run of at most [`CHUNK`] distinct pairs.
+/// A sorted run of at most [`CHUNK`] distinct pairs. Its capacity starts at [`FIRST_CAPACITY`]
+/// and doubles up to [`CHUNK`] (exactly: `reserve_exact`), so that a stripe holding a few keys
+/// with a TTL does not pay for a whole chunk.
 struct Chunk {
-    len: usize,
-    items: [Pair; CHUNK],
+    items: Vec<Pair>,
 }
 
+/// A new chunk's capacity.
+const FIRST_CAPACITY: usize = 4;
+
 impl Chunk {
-    fn new() -> Box<Chunk> {
-        Box::new(Chunk {
-            len: 0,
-            items: [(0, 0); CHUNK],
-        })
+    fn new() -> Chunk {
+        Chunk {
+            items: Vec::with_capacity(FIRST_CAPACITY),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
     }
 
     fn pairs(&self) -> &[Pair] {
-        &self.items[..self.len]
+        &self.items
+    }
+
+    /// Room for `more` pairs, growing by doubling up to [`CHUNK`], never past it.
+    fn make_room(&mut self, more: usize) {
+        let need = self.items.len() + more;
+        let cap = self.items.capacity();
+        if need > cap {
+            let target = (cap * 2).max(need).min(CHUNK);
+            self.items.reserve_exact(target - self.items.len());
+        }
     }
 
     fn insert_at(&mut self, at: usize, pair: Pair) {
-        debug_assert!(self.len < CHUNK && at <= self.len);
-        self.items.copy_within(at..self.len, at + 1);
-        self.items[at] = pair;
-        self.len += 1;
+        debug_assert!(self.len() < CHUNK && at <= self.len());
+        self.make_room(1);
+        self.items.insert(at, pair);
     }
 
     fn remove_at(&mut self, at: usize) {
-        debug_assert!(at < self.len);
-        self.items.copy_within(at + 1..self.len, at);
-        self.len -= 1;
+        self.items.remove(at);
+        // Give back half when it is a quarter used (a chunk emptied by active expiry).
+        let cap = self.items.capacity();
+        if cap > FIRST_CAPACITY && self.items.len() * 4 <= cap {
+            self.items.shrink_to((cap / 2).max(FIRST_CAPACITY));
+        }
     }
 
-    /// Moves the pairs from `at` on into a new chunk.
-    fn split_off(&mut self, at: usize) -> Box<Chunk> {
-        let mut upper = Chunk::new();
-        let n = self.len - at;
-        upper.items[..n].copy_from_slice(&self.items[at..self.len]);
-        upper.len = n;
-        self.len = at;
-        upper
+    /// Moves the pairs from `at` on into a new chunk (of exactly their number, plus room for
+    /// one: the caller often adds a pair to it next).
+    fn split_off(&mut self, at: usize) -> Chunk {
+        let mut items = Vec::with_capacity((self.len() - at + 1).max(FIRST_CAPACITY));
+        items.extend_from_slice(&self.items[at..]);
+        self.items.truncate(at);
+        Chunk { items }
     }
 
     /// Appends `other`'s pairs, all greater than this chunk's (the caller checked they fit).
     fn append(&mut self, other: &Chunk) {
-        debug_assert!(self.len + other.len <= CHUNK);
-        self.items[self.len..self.len + other.len].copy_from_slice(other.pairs());
-        self.len += other.len;
+        debug_assert!(self.len() + other.len() <= CHUNK);
+        self.make_room(other.len());
+        self.items.extend_from_slice(other.pairs());
     }
 }
 
@@ -77,7 +96,7 @@ impl Chunk {
 /// first pair.
 #[derive(Default)]
 pub struct ChunkedSet {
-    chunks: BTreeMap<Pair, Box<Chunk>>,
+    chunks: BTreeMap<Pair, Chunk>,
     len: usize,
 }
 
@@ -139,7 +158,7 @@ impl ChunkedSet {
             Err(at) => at,
         };
         self.len += 1;
-        if chunk.len < CHUNK {
+        if chunk.len() < CHUNK {
             chunk.insert_at(at, pair);
             if at == 0 {
                 self.rekey(key);
@@ -181,11 +200,11 @@ impl ChunkedSet {
         };
         chunk.remove_at(at);
         self.len -= 1;
-        if chunk.len == 0 {
+        if chunk.len() == 0 {
             self.chunks.remove(&key);
             return true;
         }
-        let small = chunk.len < CHUNK / 4;
+        let small = chunk.len() < CHUNK / 4;
         let key = if at == 0 { self.rekey(key) } else { key };
         if small {
             self.merge_around(key);
@@ -206,13 +225,13 @@ impl ChunkedSet {
     /// Merges the chunk at `key` with its next neighbour, or else its previous one, when the
     /// two fit in one chunk.
     fn merge_around(&mut self, key: Pair) {
-        let len_of = |set: &ChunkedSet, k: &Pair| set.chunks.get(k).map_or(0, |c| c.len);
+        let len_of = |set: &ChunkedSet, k: &Pair| set.chunks.get(k).map_or(0, |c| c.len());
         let mine = len_of(self, &key);
         let next = self
             .chunks
             .range((Bound::Excluded(key), Bound::Unbounded))
             .next()
-            .map(|(&k, c)| (k, c.len));
+            .map(|(&k, c)| (k, c.len()));
         if let Some((next_key, n)) = next.filter(|&(_, n)| mine + n <= CHUNK) {
             debug_assert!(n > 0);
             if let Some(upper) = self.chunks.remove(&next_key) {
@@ -226,7 +245,7 @@ impl ChunkedSet {
             .chunks
             .range(..key)
             .next_back()
-            .map(|(&k, c)| (k, c.len));
+            .map(|(&k, c)| (k, c.len()));
         if let Some((prev_key, _)) = prev.filter(|&(_, n)| mine + n <= CHUNK) {
             if let Some(upper) = self.chunks.remove(&key) {
                 if let Some(chunk) = self.chunks.get_mut(&prev_key) {
@@ -252,13 +271,13 @@ impl ChunkedSet {
         let mut n = 0;
         let mut last: Option<Pair> = None;
         for (key, chunk) in &self.chunks {
-            assert!(chunk.len > 0 && chunk.len <= CHUNK);
+            assert!(chunk.len() > 0 && chunk.len() <= CHUNK && chunk.items.capacity() <= CHUNK);
             assert_eq!(*key, chunk.items[0]);
             for &p in chunk.pairs() {
                 assert!(last.is_none_or(|l| l < p), "{last:?} then {p:?}");
                 last = Some(p);
             }
-            n += chunk.len;
+            n += chunk.len();
         }
         assert_eq!(n, self.len);
     }
@@ -294,6 +313,23 @@ mod tests {
         s.check();
         assert_eq!(s.chunk_count(), 5);
         assert!(!s.remove((0, 0)));
+    }
+
+    #[test]
+    fn a_chunk_grows_by_doubling_to_its_size_and_gives_memory_back() {
+        let mut s = ChunkedSet::default();
+        s.insert((1, 1));
+        let cap = |s: &ChunkedSet| s.chunks.values().map(|c| c.items.capacity()).sum::<usize>();
+        assert_eq!(cap(&s), FIRST_CAPACITY);
+        for i in 2..=CHUNK as u64 {
+            s.insert((i, 0));
+        }
+        assert_eq!((s.chunk_count(), cap(&s)), (1, CHUNK));
+        for i in 2..=CHUNK as u64 {
+            s.remove((i, 0));
+        }
+        s.check();
+        assert_eq!((s.len(), cap(&s)), (1, FIRST_CAPACITY));
     }
 
     #[test]
