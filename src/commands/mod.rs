@@ -20,6 +20,7 @@ use bytes::Bytes;
 
 use crate::config::{ConfigError, Rename};
 use crate::engine::pubsub::PubSub;
+use crate::engine::repl::ReplState;
 pub use crate::engine::{now_ms, CommandStat, Engine};
 use crate::engine::{ClientHandle, Shared, WriteStream};
 use crate::error::{self, CmdError};
@@ -1074,23 +1075,20 @@ fn dispatch_inner(
         }
         return Reply::Error(refusal);
     }
-    if let Some(refusal) = refuse(shared, spec) {
+    if let Some(refusal) = refuse(shared, &engine.repl, spec) {
         // Under a policy that evicts, the eviction run above decided, as Redis's
         // performEvictions does: only a run with nothing left to evict refuses the command
         // (one that stopped on its time budget lets it run, EVICT_RUNNING), whatever
-        // `used_memory` reads now (other threads allocate meanwhile: the AOF writer). A replica
-        // refuses nothing for memory (Redis's `replica-ignore-maxmemory yes`: performEvictions
-        // answers EVICT_OK there): its primary's writes must all apply, or it diverges.
-        let oom = matches!(refusal, CmdError::Static(e) if e == error::OOM);
-        let evicted_enough = oom
-            && (engine.repl.master.is_some()
-                || (eviction != crate::engine::evict::Outcome::Failed
-                    && shared.maxmemory_evicts.load(Ordering::Relaxed)));
-        // The primary's stream is applied whatever this server's disk says (MISCONF, an AOF
-        // write error): refusing it would drop the write from this replica alone, which then
-        // diverges in silence. Redis panics there unless `repl-ignore-disk-write-error`, and
-        // applies with a warning if so; applying keeps the data whole.
-        if client.is_master && !evicted_enough {
+        // `used_memory` reads now (other threads allocate meanwhile: the AOF writer).
+        let evicted_enough = eviction != crate::engine::evict::Outcome::Failed
+            && shared.maxmemory_evicts.load(Ordering::Relaxed)
+            && matches!(refusal, CmdError::Static(e) if e == error::OOM);
+        if client.is_master {
+            // The primary's stream is applied whatever this server's disk says (MISCONF, an
+            // AOF write error): refusing it would drop the write from this replica alone,
+            // which then diverges in silence. Redis panics there unless
+            // `repl-ignore-disk-write-error`, and applies with a warning if so; applying keeps
+            // the data whole.
             warn_applying_despite(&refusal);
         } else if !evicted_enough {
             return reject(engine, client, index, spec, refusal);
@@ -1171,22 +1169,24 @@ fn refuse_protected(
     }))
 }
 
-/// Refusals that depend on server state: deny-oom under maxmemory, writes after a failed save,
-/// commands while loading. Inlined up to the common answer, none: every command passes here, and
-/// the call and the full checks cost ~50 instructions of an unpipelined PING's ~3,100.
+/// Refusals that depend on server state: deny-oom under maxmemory (not on a replica, whose
+/// `repl` has a primary: Redis's `replica-ignore-maxmemory yes`, so that its primary's writes all
+/// apply and a writable replica's clients get no OOM), writes after a failed save, commands while
+/// loading. Inlined up to the common answer, none: every command passes here, and the call and
+/// the full checks cost ~50 instructions of an unpipelined PING's ~3,100.
 #[inline]
-fn refuse(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
+fn refuse(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> Option<CmdError> {
     if !may_refuse(shared, spec) {
         return None;
     }
-    refuse_checked(shared, spec)
+    refuse_checked(shared, repl, spec)
 }
 
 /// Whether [`refuse`] refuses, for a caller that only falls back (the shared path): no
 /// `Option<CmdError>` to drop, whose out-of-line drop cost ~14 instructions a request.
 #[inline]
-fn refuses(shared: &Shared, spec: &CommandSpec) -> bool {
-    may_refuse(shared, spec) && refuse_checked(shared, spec).is_some()
+fn refuses(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> bool {
+    may_refuse(shared, spec) && refuse_checked(shared, repl, spec).is_some()
 }
 
 /// The cheap test in front of [`refuse_checked`]: false when no refusal can apply.
@@ -1200,11 +1200,11 @@ fn may_refuse(shared: &Shared, spec: &CommandSpec) -> bool {
 }
 
 #[inline(never)]
-fn refuse_checked(shared: &Shared, spec: &CommandSpec) -> Option<CmdError> {
+fn refuse_checked(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> Option<CmdError> {
     if shared.loading.load(Ordering::Relaxed) && !spec.has(flags::LOADING) {
         return Some(CmdError::Static(error::LOADING));
     }
-    if spec.has(flags::DENYOOM) {
+    if spec.has(flags::DENYOOM) && repl.master.is_none() {
         let max = shared.maxmemory.load(Ordering::Relaxed);
         if max > 0 && crate::engine::alloc::used_memory() as u64 > max {
             return Some(CmdError::Static(error::OOM));
@@ -1278,11 +1278,9 @@ pub fn aof_replayer() -> Box<crate::persistence::aof::Replay<'static>> {
     )
 }
 
-/// The server-state refusals EXEC re-checks for each queued command; on a replica (`replica`)
-/// none for memory, as in the dispatcher.
-pub fn refuse_at_exec(shared: &Shared, spec: &CommandSpec, replica: bool) -> Option<CmdError> {
-    refuse(shared, spec)
-        .filter(|e| !(replica && matches!(e, CmdError::Static(e) if *e == error::OOM)))
+/// The server-state refusals EXEC re-checks for each queued command.
+pub fn refuse_at_exec(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> Option<CmdError> {
+    refuse(shared, repl, spec)
 }
 
 /// Executes a command that passed the dispatcher's checks.

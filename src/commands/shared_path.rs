@@ -571,7 +571,7 @@ fn try_shared(
         open_for(engine, client),
         "a shared batch its client may not run"
     );
-    if super::refuses(shared, spec)
+    if super::refuses(shared, &engine.repl, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
         return Attempt::Rerun;
@@ -767,7 +767,7 @@ fn open_or_discard(
         spec,
     } = request;
     if !spec.arity_ok(argv.len())
-        || super::refuses(shared, spec)
+        || super::refuses(shared, &engine.repl, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
         return Attempt::Rerun;
@@ -861,7 +861,7 @@ fn exec_reads(
         // A push for this client would go inside EXEC's array (none can arrive while the shared
         // lock is held: whatever pushes runs under the exclusive one).
         || client.handle.outbox.pending() != 0
-        || super::refuses(shared, spec)
+        || super::refuses(shared, &engine.repl, spec)
         || super::replication::refuses(shared, &engine.repl, client, spec, now_ms)
     {
         return Attempt::Rerun;
@@ -889,7 +889,7 @@ fn exec_reads(
             Some(handler)
                 if !s.has(super::flags::WRITE)
                     && s.arity_ok(queued.len())
-                    && !super::refuses(shared, s)
+                    && !super::refuses(shared, &engine.repl, s)
                     && !super::replication::refuses(shared, &engine.repl, client, s, now_ms) =>
             {
                 reads.push((*i, handler));

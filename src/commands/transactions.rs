@@ -112,7 +112,7 @@ fn exec(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         let refusal = if ctx.client.replaying || ctx.client.is_master {
             None
         } else {
-            super::refuse_at_exec(ctx.shared, spec, ctx.repl.master.is_some())
+            super::refuse_at_exec(ctx.shared, ctx.repl, spec)
         };
         let reply = match refusal {
             Some(e) => Reply::Error(e),
