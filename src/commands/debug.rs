@@ -60,8 +60,8 @@ pub(super) fn debug(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 
 /// `DEBUG OBJECT key`: Redis's status line, `Value at:<address> refcount:<n> encoding:<name>
 /// serializedlength:<bytes> lru:<bits> lru_seconds_idle:<s>`. The address is the value's in this
-/// process; `serializedlength` is the value's RDB encoding (a DUMP payload without its type byte
-/// and 10-byte footer, compressed as `rdbcompression` says); `lru` the key's raw access bits
+/// process; `serializedlength` is the length of the value's RDB encoding, compressed as
+/// `rdbcompression` says (`persistence::dump::serialized_len`); `lru` the key's raw access bits
 /// (`store::access`: under an LFU policy a counter, which `lru_seconds_idle` reads as a clock,
 /// as Redis's does). Neither a lookup nor an access.
 fn debug_object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
@@ -76,9 +76,7 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
         return Err(CmdError::Static(error::NO_SUCH_KEY));
     };
     let encoding = encoding.unwrap_or(value.encoding_name());
-    let serialized = crate::persistence::dump::dump(value, compression)
-        .len()
-        .saturating_sub(11);
+    let serialized = crate::persistence::dump::serialized_len(value, compression);
     let line = format!(
         "Value at:{:p} refcount:{refcount} encoding:{encoding} serializedlength:{serialized} lru:{bits} lru_seconds_idle:{}",
         value as *const _,

@@ -37,6 +37,20 @@ pub fn dump(value: &Value, compression: bool) -> Vec<u8> {
     out
 }
 
+/// The length of `value`'s RDB encoding (DEBUG OBJECT's `serializedlength`, Redis's
+/// `rdbSavedObjectLen`): written to a sink that only counts, so a large filter is not copied.
+/// `compression` is `rdbcompression`.
+pub fn serialized_len(value: &Value, compression: bool) -> u64 {
+    let opts = SaveOptions {
+        compression,
+        ..SaveOptions::default()
+    };
+    let mut w = RdbWriter::new(std::io::sink(), opts);
+    // Writing into a sink cannot fail.
+    let _ = w.value(value);
+    w.written()
+}
+
 /// Checks the footer (length, version, CRC) of a RESTORE payload.
 pub fn verify(payload: &[u8]) -> Result<(), PayloadError> {
     if payload.len() < 10 {
