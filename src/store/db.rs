@@ -1031,7 +1031,7 @@ struct ExpiryQueues {
 }
 
 /// One stripe's queue: the (deadline, key hash) of each key with a TTL, ordered. The key itself
-/// is found in the key table by its hash and deadline ([`KeyTable::expiring_key`]): a queue entry
+/// is found in the key table by its hash and deadline ([`KeyTable::expiring_entry`]): a queue entry
 /// is 16 bytes and no allocation, where a copy of the key cost a heap chunk and a reference count
 /// (issue 15, target 3: a key with a TTL cost 247 bytes more than one without). A set in full
 /// chunks of 64 pairs ([`ChunkedSet`]: ~16 bytes a key where a `BTreeSet`'s half-full leaves
@@ -1820,13 +1820,10 @@ impl Db {
             let Some((when, h)) = self.expire_queue.earliest(draw) else {
                 return;
             };
-            let Some(key) = self.table.expiring_key(h, when) else {
+            let Some(e) = self.table.expiring_entry(h, when) else {
                 continue;
             };
-            let Some(e) = self.table.find(h, key) else {
-                continue;
-            };
-            consider(key, e.access(), Some(when).filter(|_| with_ttl));
+            consider(e.key(), e.access(), Some(when).filter(|_| with_ttl));
         }
     }
 
@@ -1943,10 +1940,7 @@ impl Db {
         // The TTL in the block before it goes into the table: one allocation, not two.
         let mut entry = entry;
         entry.set_deadline(Some(when));
-        if let Err(mut entry) = self.table.insert_if_absent(h, entry) {
-            entry.set_deadline(None);
-            return Err(entry);
-        }
+        self.table.insert_if_absent(h, entry)?;
         self.expire_queue.insert(h, when);
         Ok(())
     }
@@ -1999,7 +1993,11 @@ impl Db {
                 break;
             };
             // A `Str`: a key of up to 30 bytes is copied without an allocation.
-            let Some(key) = self.table.expiring_key(h, when).map(Str::copy_from_slice) else {
+            let Some(key) = self
+                .table
+                .expiring_entry(h, when)
+                .map(|e| Str::copy_from_slice(e.key()))
+            else {
                 // An entry the table does not have (a bug: every TTL change changes both). Left
                 // there, it would stay first in its set, taking every run's budget; dropped, it
                 // costs nothing more.

@@ -439,19 +439,12 @@ impl Entry {
     /// A new block with the same key, flags, deadline and access bits, and a clone of the value
     /// (which takes over counting its reserved bytes: the caller un-counts the original's).
     fn copy_block(&self) -> Entry {
-        let deadline = if self.flags() & SLOT != 0 {
-            let (len, at) = self.key_span();
-            // SAFETY: SLOT: 8 deadline bytes follow the key (see `deadline`).
-            Some(unsafe { self.0.as_ptr().add(at + len).cast::<u64>().read_unaligned() })
-        } else {
-            None
-        };
         Entry::build(
             self.key(),
             self.flags(),
             self.value().clone(),
             self.access(),
-            deadline,
+            self.deadline(),
         )
     }
 

@@ -393,17 +393,24 @@ impl Segment {
         self.keys_changed.store(n + 1, Ordering::Relaxed);
     }
 
-    /// Adds `n` to the keys with a TTL (wrapping: `usize::MAX` is one less), on the exclusive
-    /// path or by the holder of the segment's stripe under the shared lock (its only user then,
-    /// so a load and a store suffice, as in [`Segment::changed_shared`]).
-    #[inline]
-    fn count_ttls(&self, n: usize) {
-        let before = self.ttls.load(Ordering::Relaxed);
-        self.ttls.store(before.wrapping_add(n), Ordering::Relaxed);
-    }
-
     fn ttls(&self) -> usize {
         self.ttls.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts a TTL set (`added`) or cleared in segment `seg` and in the table's total `total`. On
+/// the exclusive path, or by the holder of the segment's stripe under the shared lock: the
+/// segment has no other user then, so a load and a store count it (as in
+/// [`Segment::changed_shared`]); the total is shared by every stripe's holder.
+#[inline]
+fn count_ttl(total: &AtomicUsize, seg: &Segment, added: bool) {
+    let before = seg.ttls.load(Ordering::Relaxed);
+    if added {
+        seg.ttls.store(before + 1, Ordering::Relaxed);
+        total.fetch_add(1, Ordering::Relaxed);
+    } else {
+        seg.ttls.store(before - 1, Ordering::Relaxed);
+        total.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -828,8 +835,7 @@ impl KeyTable {
                 v.insert(entry);
                 seg.changed();
                 if has_ttl {
-                    seg.count_ttls(1);
-                    *self.expires_len.get_mut() += 1;
+                    count_ttl(&self.expires_len, seg, true);
                 }
                 self.grew();
                 Ok(())
@@ -980,8 +986,7 @@ impl KeyTable {
         let removed = map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
         seg.changed_shared();
         if removed.deadline().is_some() {
-            seg.count_ttls(usize::MAX);
-            self.expires_len.fetch_sub(1, Ordering::Relaxed);
+            count_ttl(&self.expires_len, seg, false);
         }
         Some(removed)
     }
@@ -1012,8 +1017,7 @@ impl KeyTable {
         let removed = seg.map.find_entry(h, |e| e.key() == key).ok()?.remove().0;
         seg.changed();
         if removed.deadline().is_some() {
-            seg.count_ttls(usize::MAX);
-            *self.expires_len.get_mut() -= 1;
+            count_ttl(&self.expires_len, seg, false);
         }
         *self.len.get_mut() -= 1;
         self.removed += 1;
@@ -1042,8 +1046,7 @@ impl KeyTable {
         let entry = seg.map.find_mut(h, |e| e.key() == key)?;
         let old = entry.set_deadline(Some(when));
         if old.is_none() {
-            seg.count_ttls(1);
-            *self.expires_len.get_mut() += 1;
+            count_ttl(&self.expires_len, seg, true);
         }
         old
     }
@@ -1064,8 +1067,7 @@ impl KeyTable {
             .map
             .find_mut(h, |e| e.key() == key)
             .and_then(|e| e.set_deadline(None))?;
-        seg.count_ttls(usize::MAX);
-        *self.expires_len.get_mut() -= 1;
+        count_ttl(&self.expires_len, seg, false);
         Some(old)
     }
 
@@ -1090,8 +1092,7 @@ impl KeyTable {
         debug_assert!(entry.is_some(), "a TTL set on a key not in the table");
         let old = entry?.set_deadline(Some(when));
         if old.is_none() {
-            seg.count_ttls(1);
-            self.expires_len.fetch_add(1, Ordering::Relaxed);
+            count_ttl(&self.expires_len, seg, true);
         }
         old
     }
@@ -1114,8 +1115,7 @@ impl KeyTable {
         let old = map
             .find_mut(h, |e| e.key() == key)
             .and_then(|e| e.set_deadline(None))?;
-        seg.count_ttls(usize::MAX);
-        self.expires_len.fetch_sub(1, Ordering::Relaxed);
+        count_ttl(&self.expires_len, seg, false);
         Some(old)
     }
 
@@ -1130,17 +1130,14 @@ impl KeyTable {
     /// The key with hash `h` whose TTL is `when`, as the expiry queue records it (a deadline and
     /// a key hash: `store::db`). Two keys of one hash and one deadline are both found, in turn:
     /// the queue counts them.
-    pub fn expiring_key(&self, h: u64, when: u64) -> Option<&[u8]> {
+    pub fn expiring_entry(&self, h: u64, when: u64) -> Option<&Entry> {
         if self.expires_len() == 0 {
             return None;
         }
         let hasher = &self.hasher;
-        self.segs[self.seg_of(h)]
-            .map
-            .find(h, |e| {
-                e.deadline() == Some(when) && hasher.hash_one(e.key()) == h
-            })
-            .map(Entry::key)
+        self.segs[self.seg_of(h)].map.find(h, |e| {
+            e.deadline() == Some(when) && hasher.hash_one(e.key()) == h
+        })
     }
 
     // --- Walks -------------------------------------------------------------------------------
@@ -1330,9 +1327,8 @@ impl KeyTable {
     /// segment (or the next ones, when it has fewer than `n` keys), where `n` draws of
     /// [`KeyTable::random_entry`] each walk to their slot (measured: 56 % of a pipelined SET's
     /// CPU under allkeys-lru when eviction drew that way).
-    pub fn sample_run(&self, seed: u64, n: usize, f: impl FnMut(&Entry)) {
+    pub fn sample_run(&self, seed: u64, n: usize, mut f: impl FnMut(&Entry)) {
         if !self.is_empty() {
-            let mut f = f;
             self.sample_segments(
                 seed,
                 n,

@@ -48,10 +48,13 @@ impl AccessRecords {
     /// The records for `maxmemory-policy` `policy` (Redis's `MAXMEMORY_FLAG_LRU` and
     /// `MAXMEMORY_FLAG_LFU`).
     pub fn for_policy(policy: &str) -> AccessRecords {
-        match policy {
-            "allkeys-lru" | "volatile-lru" => AccessRecords::Idle,
-            "allkeys-lfu" | "volatile-lfu" => AccessRecords::Freq,
-            _ => AccessRecords::None,
+        // As `Shared::apply_memory_config` tells the access clocks the policy's kind.
+        if policy.contains("lfu") {
+            AccessRecords::Freq
+        } else if policy.contains("lru") {
+            AccessRecords::Idle
+        } else {
+            AccessRecords::None
         }
     }
 }
