@@ -10,7 +10,8 @@ redis-server 7.0 rather than by hand:
      from `COMMAND`;
   2. starts Debian's redis-server 7.0 twice, once plain (the core commands) and once with
      RedisBloom loaded (BF.*, CF.*, CMS.*, TOPK.*, TDIGEST.*: module commands answer what Redis
-     derives for a module that declares only first/last/step);
+     derives for a module that declares only first/last/step; their ACL categories are the
+     current line's, from MODULE_CATEGORIES, as 2.6 declares none);
   3. asks each for `COMMAND INFO name` in RESP3 and writes the categories, tips and key specs as
      static tables sorted by name.
 
@@ -46,6 +47,38 @@ EXTRA = {
     "client|setinfo": (["@slow", "@connection"], [], []),
     # Redis 7.2 src/commands/client-no-touch.json: acl_categories CONNECTION, no tips, no keys.
     "client|no-touch": (["@slow", "@connection"], [], []),
+}
+
+# The ACL categories of RedisBloom's current line (bundled with Redis 8), which the project follows
+# where the lines differ: 2.6 declares none, so the module server answers an empty list. The
+# current line sets them with RedisModule_SetCommandACLCategories, which stores exactly the flags
+# given (no implicit @slow, unlike core commands), and COMMAND INFO lists them in the order of
+# Redis's category table (@read/@write before @fast), then the categories a module added
+# (@bloom, @cuckoo, @cms, @topk, @tdigest). Source: the spec's command tables (bloom.md §4,
+# cuckoo.md §4, cms.md, topk.md §3, tdigest.md §5).
+MODULE_CATEGORIES = {
+    "bf.reserve": "@write @fast @bloom", "bf.add": "@write @bloom", "bf.madd": "@write @bloom",
+    "bf.insert": "@write @bloom", "bf.exists": "@read @bloom", "bf.mexists": "@read @bloom",
+    "bf.info": "@read @fast @bloom", "bf.card": "@read @fast @bloom", "bf.debug": "@read @bloom",
+    "bf.scandump": "@read @bloom", "bf.loadchunk": "@write @bloom",
+    "cf.reserve": "@write @fast @cuckoo", "cf.add": "@write @cuckoo", "cf.addnx": "@write @cuckoo",
+    "cf.insert": "@write @cuckoo", "cf.insertnx": "@write @cuckoo", "cf.exists": "@read @cuckoo",
+    "cf.mexists": "@read @cuckoo", "cf.count": "@read @cuckoo", "cf.del": "@write @cuckoo",
+    "cf.compact": "@read @cuckoo", "cf.scandump": "@read @cuckoo", "cf.loadchunk": "@write @cuckoo",
+    "cf.info": "@read @fast @cuckoo", "cf.debug": "@read @cuckoo",
+    "cms.initbydim": "@write @fast @cms", "cms.initbyprob": "@write @fast @cms",
+    "cms.incrby": "@write @cms", "cms.query": "@read @cms", "cms.merge": "@write @cms",
+    "cms.info": "@read @fast @cms",
+    "topk.reserve": "@write @fast @topk", "topk.add": "@write @topk", "topk.incrby": "@write @topk",
+    "topk.query": "@read @topk", "topk.count": "@read @topk", "topk.list": "@read @topk",
+    "topk.info": "@read @fast @topk",
+    "tdigest.create": "@write @fast @tdigest", "tdigest.add": "@write @tdigest",
+    "tdigest.reset": "@write @fast @tdigest", "tdigest.merge": "@write @tdigest",
+    "tdigest.min": "@read @fast @tdigest", "tdigest.max": "@read @fast @tdigest",
+    "tdigest.quantile": "@read @fast @tdigest", "tdigest.cdf": "@read @fast @tdigest",
+    "tdigest.rank": "@read @fast @tdigest", "tdigest.revrank": "@read @fast @tdigest",
+    "tdigest.byrank": "@read @fast @tdigest", "tdigest.byrevrank": "@read @fast @tdigest",
+    "tdigest.trimmed_mean": "@read @tdigest", "tdigest.info": "@read @fast @tdigest",
 }
 
 # Key-spec flags in the order Redis 7.0 lists them (addReplyFlagsForKeyArgs); the Rust constant
@@ -250,7 +283,8 @@ PREAMBLE = '''\
 //! The ACL categories, tips and key specs of every command hyperbloom lists, as `COMMAND INFO`
 //! answers them in elements 7 to 9; the rest of an entry comes from the command table. Sorted by
 //! name for [`lookup`]. CLIENT SETINFO and CLIENT NO-TOUCH are Redis 7.2's (its JSON command
-//! files), as 7.0 lacks them.
+//! files), as 7.0 lacks them. The module commands' ACL categories are RedisBloom's current line's
+//! (the script's MODULE_CATEGORIES), as 2.6 declares none.
 
 /// Key-spec flags (Redis's `CMD_KEY_*`).
 pub mod key_flags {{
@@ -438,6 +472,14 @@ def main():
             if found is None:
                 sys.exit("%s: no reference for it in redis-server %s, nor in EXTRA"
                          % (name, version))
+            if name.startswith(MODULE_PREFIXES):
+                if name not in MODULE_CATEGORIES:
+                    sys.exit("%s: no current-line ACL categories in MODULE_CATEGORIES" % name)
+                cats, tips, specs = found
+                if cats:
+                    sys.exit("%s: the module server declares categories %r; check MODULE_CATEGORIES"
+                             % (name, cats))
+                found = (MODULE_CATEGORIES[name].split(), tips, specs)
             rows[name] = found
 
     with open(OUT, "w") as f:
