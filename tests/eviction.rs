@@ -683,3 +683,162 @@ fn debug_object_answers_as_redis_does() {
     let (a, b) = (clock(&mut r), clock(&mut o));
     assert!((a - b).abs() <= 2, "lru_clock {a} against {b}");
 }
+
+/// The fields of an INFO section, in order, with their values.
+fn info_fields(reply: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(reply)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('$') && l.contains(':'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// INFO memory lists redis-server 7.0's fields in its order, with figures of our own: the RSS the
+/// kernel reports (it was `used_memory` again), a peak that outlives the memory it measured, a
+/// startup figure under `used_memory`, and a breakdown that adds up.
+#[test]
+fn info_memory_has_redis_fields_and_real_figures() {
+    let real = common::redis::RealRedis::start(&[]);
+    let mut ours = Server::start("info-memory", &[]);
+    let names = |fields: &[(String, String)]| -> Vec<String> {
+        fields.iter().map(|(k, _)| k.clone()).collect()
+    };
+    let theirs = info_fields(&real.raw().cmd_str(&["INFO", "memory"]));
+    let mine = info_fields(&ours.conn.cmd_str(&["INFO", "memory"]));
+    assert_eq!(names(&mine), names(&theirs));
+
+    let field = |fields: &[(String, String)], name: &str| -> i64 {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {fields:?}"))
+    };
+    // A 24 MB value, read by INFO, then deleted: the peak keeps it.
+    assert_eq!(
+        ours.conn.cmd_str(&["SETRANGE", "big", "25000000", "x"]),
+        b":25000001\r\n"
+    );
+    let during = info_fields(&ours.conn.cmd_str(&["INFO", "memory"]));
+    assert!(field(&during, "used_memory") > 25_000_000, "{during:?}");
+    assert_eq!(ours.conn.cmd_str(&["DEL", "big"]), b":1\r\n");
+    let after = info_fields(&ours.conn.cmd_str(&["INFO", "memory"]));
+    let used = field(&after, "used_memory");
+    assert!(used < 10_000_000, "{after:?}");
+    assert!(field(&after, "used_memory_peak") > 25_000_000, "{after:?}");
+
+    // The RSS is the kernel's figure for the process (VmRSS), not `used_memory`.
+    let rss = field(&after, "used_memory_rss");
+    let vm_rss = common::proc_status_kb(ours.child.id(), "VmRSS") as i64 * 1024;
+    assert!(
+        rss > vm_rss / 2 && rss < vm_rss * 2,
+        "used_memory_rss {rss} against VmRSS {vm_rss}"
+    );
+    assert_eq!(
+        field(&after, "mem_fragmentation_bytes"),
+        rss - used,
+        "{after:?}"
+    );
+
+    let startup = field(&after, "used_memory_startup");
+    let overhead = field(&after, "used_memory_overhead");
+    assert!(0 < startup && startup <= used, "{after:?}");
+    assert!(overhead >= startup + field(&after, "mem_clients_normal"));
+    assert!(field(&after, "mem_clients_normal") > 0, "{after:?}");
+    assert_eq!(field(&after, "used_memory_dataset"), used - overhead);
+    assert_eq!(field(&after, "mem_not_counted_for_evict"), 0);
+    assert!(field(&after, "total_system_memory") > rss);
+}
+
+/// A replica that stops reading makes the backlog hold the stream beyond `repl-backlog-size`
+/// (it is the replicas' output buffer). Redis leaves that part out of the `maxmemory`
+/// comparison: counting it would evict the primary's keys because a replica is slow, and each
+/// eviction's DEL would grow the buffer further. Before, 30 MB of SETs under a limit 40 MB above
+/// the start evicted keys here; now none goes, INFO names the held bytes, and a write that
+/// really crosses the limit still evicts.
+#[test]
+fn a_stalled_replica_does_not_make_its_primary_evict() {
+    let mut s = Server::start(
+        "evict-stalled-replica",
+        &[
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--repl-backlog-size",
+            "1mb",
+        ],
+    );
+    let base = s.used();
+    let limit = base + (40 << 20);
+    assert_eq!(
+        s.conn
+            .cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    // A replica that takes the snapshot's header, then reads nothing more.
+    let mut replica = RawConn::connect(s.addr);
+    assert_eq!(
+        replica.cmd_str(&["REPLCONF", "listening-port", "1"]),
+        b"+OK\r\n"
+    );
+    replica.send(&[b"PSYNC", b"?", b"-1"]);
+    let header = replica.read_reply();
+    assert!(header.starts_with(b"+FULLRESYNC"), "{header:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !String::from_utf8_lossy(&s.conn.cmd_str(&["INFO", "replication"]))
+        .contains("state=online")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never came online"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // 3,000 values of 10 KB: 30 MB of data, and as much through the replication stream.
+    let set_values = |s: &mut Server, prefix: &str, n: usize| {
+        let value = "v".repeat(10_000);
+        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+            let mut out = Vec::new();
+            for i in chunk {
+                let key = format!("{prefix}:{i}");
+                out.extend(common::encode_command(&[
+                    b"SET",
+                    key.as_bytes(),
+                    value.as_bytes(),
+                ]));
+            }
+            s.conn.send_raw(&out);
+            for _ in chunk {
+                assert_eq!(s.conn.read_reply(), b"+OK\r\n");
+            }
+        }
+    };
+    set_values(&mut s, "key", 3000);
+    let info = info_fields(&s.conn.cmd_str(&["INFO", "memory"]));
+    let field = |name: &str| -> u64 {
+        info.iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {info:?}"))
+    };
+    let held = field("mem_clients_slaves");
+    assert!(
+        held > 10 << 20,
+        "the stalled replica holds {held} bytes: {info:?}"
+    );
+    assert_eq!(field("mem_not_counted_for_evict"), held, "{info:?}");
+    assert_eq!(field("mem_replication_backlog"), 1 << 20, "{info:?}");
+    assert!(field("used_memory") > limit, "{info:?}");
+    assert_eq!(
+        s.evicted(),
+        0,
+        "keys evicted for the replica's buffer: {info:?}"
+    );
+    assert_eq!(s.dbsize(), 3000);
+
+    // Data past the limit still evicts.
+    set_values(&mut s, "more", 1500);
+    assert!(s.evicted() > 0);
+    drop(replica);
+}

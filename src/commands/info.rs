@@ -122,15 +122,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
         }
         "memory" => {
-            let used = crate::engine::alloc::used_memory();
-            let maxmemory = ctx.config().maxmemory;
-            let policy = ctx.config().maxmemory_policy.clone();
-            let _ = write!(
-                out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{used}\r\nused_memory_peak:{used}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_fragmentation_ratio:1.00\r\nmem_allocator:libc\r\n",
-                human(used as u64),
-                human(maxmemory),
-            );
+            out.push_str(&memory_section(ctx));
         }
         "persistence" => {
             crate::persistence::refresh(ctx.shared, ctx.store);
@@ -268,6 +260,80 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         _ => {}
     }
+}
+
+/// INFO memory, with Redis 7.0's fields in its order (`engine::memory` for the breakdown). The
+/// allocator figures are what Redis reports when built with libc malloc, which has no statistics
+/// of its own: allocated is `used_memory`, active and resident are the RSS. There is no Lua or
+/// function VM, so their figures are 0.
+fn memory_section(ctx: &mut Ctx) -> String {
+    use crate::engine::memory;
+    let used = memory::used_memory();
+    let peak = memory::peak().max(used);
+    let rss = memory::rss_bytes();
+    let o = memory::overhead(ctx.shared, ctx.repl);
+    let overhead = o.total();
+    let dataset = used.saturating_sub(overhead);
+    let net = used.saturating_sub(o.startup).max(1);
+    let (maxmemory, policy) = {
+        let c = ctx.config();
+        (c.maxmemory, c.maxmemory_policy.clone())
+    };
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let diff = |a: u64, b: u64| a as i64 - b as i64;
+    let (allocated, active, resident) = (used, rss, rss);
+    let system = memory::total_system_memory();
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(2048);
+    let _ = write!(
+        out,
+        "# Memory\r\n\
+         used_memory:{used}\r\nused_memory_human:{}\r\n\
+         used_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\n\
+         used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\n\
+         used_memory_overhead:{overhead}\r\nused_memory_startup:{}\r\n\
+         used_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\n\
+         allocator_allocated:{allocated}\r\nallocator_active:{active}\r\nallocator_resident:{resident}\r\n\
+         total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
+         used_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\n\
+         used_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\n\
+         number_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\n\
+         used_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\n\
+         used_memory_scripts_human:0B\r\n\
+         maxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\n\
+         allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\n\
+         allocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\n\
+         rss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\n\
+         mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\n\
+         mem_not_counted_for_evict:{}\r\nmem_replication_backlog:{}\r\n\
+         mem_total_replication_buffers:{}\r\nmem_clients_slaves:{}\r\n\
+         mem_clients_normal:{}\r\nmem_cluster_links:0\r\nmem_aof_buffer:{}\r\n\
+         mem_allocator:libc\r\nactive_defrag_running:0\r\n\
+         lazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+        human(used),
+        human(rss),
+        human(peak),
+        used as f64 * 100.0 / peak.max(1) as f64,
+        o.startup,
+        dataset as f64 * 100.0 / net as f64,
+        human(system),
+        human(maxmemory),
+        ratio(active, allocated),
+        diff(active, allocated),
+        ratio(resident, active),
+        diff(resident, active),
+        ratio(rss, resident),
+        diff(rss, resident),
+        ratio(rss, used),
+        diff(rss, used),
+        o.not_counted,
+        o.replication_backlog,
+        o.replication_buffers,
+        o.clients_replicas,
+        o.clients_normal,
+        o.aof_buffer,
+    );
+    out
 }
 
 fn human(n: u64) -> String {

@@ -1189,11 +1189,17 @@ fn refuses(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> bool {
     may_refuse(shared, spec) && refuse_checked(shared, repl, spec).is_some()
 }
 
-/// The cheap test in front of [`refuse_checked`]: false when no refusal can apply.
+/// The cheap test in front of [`refuse_checked`]: false when no refusal can apply. Under a
+/// `maxmemory` limit the cheap half of the memory comparison is made here (two loads while far
+/// under the limit, `alloc::surely_at_most`), so a deny-oom command does not leave the inlined
+/// path on every call.
 #[inline]
 fn may_refuse(shared: &Shared, spec: &CommandSpec) -> bool {
     shared.loading.load(Ordering::Relaxed)
-        || (spec.has(flags::DENYOOM) && shared.maxmemory.load(Ordering::Relaxed) > 0)
+        || (spec.has(flags::DENYOOM) && {
+            let max = shared.maxmemory.load(Ordering::Relaxed);
+            max > 0 && !crate::engine::alloc::surely_at_most(max)
+        })
         || ((spec.has(flags::WRITE) || spec.name == "ping")
             && (shared.bgsave_failed.load(Ordering::Relaxed)
                 || crate::persistence::aof::disk_failed(shared)))
@@ -1206,7 +1212,7 @@ fn refuse_checked(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> Opti
     }
     if spec.has(flags::DENYOOM) && repl.master.is_none() {
         let max = shared.maxmemory.load(Ordering::Relaxed);
-        if max > 0 && crate::engine::alloc::used_memory() as u64 > max {
+        if max > 0 && crate::engine::memory::over_maxmemory(shared, repl, max) {
             return Some(CmdError::Static(error::OOM));
         }
     }
@@ -1227,8 +1233,15 @@ fn refuse_checked(shared: &Shared, repl: &ReplState, spec: &CommandSpec) -> Opti
 /// OOM error. Redis checks only before a command, so it accepts one reservation of any size while
 /// under the limit (RedisBloom then `calloc`s it); checking after the reservation too means one
 /// command can never commit the server to more than `maxmemory`. The caller drops the filter.
+///
+/// It compares the whole `used_memory`, what `engine::memory::not_counted` leaves out included
+/// (the handlers that call it do not hold the replication state): stricter than the check before
+/// the command, never looser.
 pub(crate) fn reservation_fits(max: u64) -> Result<(), CmdError> {
-    if max > 0 && crate::engine::alloc::used_memory() as u64 > max {
+    if max > 0
+        && !crate::engine::alloc::surely_at_most(max)
+        && crate::engine::memory::used_memory() > max
+    {
         return Err(CmdError::Static(error::OOM));
     }
     Ok(())

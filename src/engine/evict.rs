@@ -30,8 +30,8 @@
 //!   Sixteen evictions in a row that free nothing end the loop, so a save in progress does not
 //!   make eviction empty the database; the command then meets the OOM check as under
 //!   `noeviction`.
-//! - `used_memory` counts the replication backlog, replica output buffers and the AOF buffer,
-//!   which Redis leaves out of the comparison (`freeMemoryGetNotCountedMemory`).
+//! - The comparison leaves out what Redis's `freeMemoryGetNotCountedMemory` does: replication
+//!   buffers beyond `repl-backlog-size` and the AOF buffer (`engine::memory`).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -136,7 +136,7 @@ pub fn perform(shared: &Shared, engine: &mut Engine) -> Outcome {
     // reading of `used_memory`, which the deny-oom check makes anyway.
     if max == 0
         || !shared.maxmemory_evicts.load(Ordering::Relaxed)
-        || crate::engine::alloc::used_memory() as u64 <= max
+        || !crate::engine::memory::over_maxmemory(shared, &engine.repl, max)
     {
         return Outcome::Ok;
     }
@@ -163,7 +163,11 @@ fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
         return Outcome::Ok;
     }
     let started = Instant::now();
-    let mut used = crate::engine::alloc::used_memory() as u64;
+    // What the comparison leaves out (replica buffers, the AOF buffer), taken once: the run's
+    // DELs reach the stream after it.
+    let not_counted = crate::engine::memory::not_counted(shared, &engine.repl);
+    let counted = || crate::engine::memory::used_memory().saturating_sub(not_counted);
+    let mut used = counted();
     let mut evicted = 0u64;
     let mut fruitless = 0;
     let mut outcome = Outcome::Ok;
@@ -176,7 +180,7 @@ fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
             continue;
         }
         evicted += 1;
-        let now_used = crate::engine::alloc::used_memory() as u64;
+        let now_used = counted();
         fruitless = if now_used >= used { fruitless + 1 } else { 0 };
         used = now_used;
         if fruitless >= FRUITLESS_MAX {

@@ -16,6 +16,7 @@ use crate::store::db::Store;
 
 pub mod alloc;
 pub mod evict;
+pub mod memory;
 pub mod notify;
 pub mod propagate;
 pub mod pubsub;

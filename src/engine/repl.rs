@@ -66,6 +66,12 @@ impl Backlog {
         self.buf.extend(bytes);
     }
 
+    /// Bytes the backlog has allocated (Redis's `repl_buffer_mem`): the replication buffer every
+    /// replica reads from.
+    pub fn allocated(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// True when the byte at `offset` (or the position just past the end) is still held.
     pub fn covers(&self, offset: u64) -> bool {
         offset >= self.first && offset <= self.next_offset()

@@ -310,6 +310,9 @@ pub struct AofInfo {
     pub fsync_failed: AtomicBool,
     /// errno of the last failed write or fsync, for the MISCONF text.
     pub last_errno: AtomicI32,
+    /// The writer's buffer allocation (Redis's `aof_buf`; `engine::memory`, INFO
+    /// `mem_aof_buffer`), published after every pass.
+    pub buffer_bytes: AtomicUsize,
 }
 
 /// The AOF writer's hand-off with the connections (the logic is `persistence::aof`): a connection

@@ -624,6 +624,15 @@ fn disk_error_text(i: &crate::engine::shared::AofInfo) -> Option<String> {
     Some(format!("{}{}", crate::error::MISCONF_AOF, strerror(&e)))
 }
 
+/// Publishes the writer's buffer allocation (INFO `mem_aof_buffer`, left out of the `maxmemory`
+/// comparison as Redis leaves out its `aof_buf`: `engine::memory`).
+fn publish_buffer(shared: &Shared, sink: &AofSink) {
+    shared
+        .aof_info
+        .buffer_bytes
+        .store(sink.buf.capacity(), Ordering::Relaxed);
+}
+
 /// Drains the stream's bytes for the AOF after what a failed write left in the sink's buffer, and
 /// writes them (the AOF lock is held). What could not be written stays buffered, in order, as
 /// Redis keeps its `aof_buf`; a short write is cut back off the file so it holds whole commands.
@@ -639,6 +648,7 @@ fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
     if let Some(end) = end {
         sink.buffered_to = end;
     }
+    publish_buffer(shared, sink);
     if sink.timestamps && sink.buf.len() > before {
         // `#TS:<unix seconds>` before the first command of each new second (Redis's
         // genAofTimestampAnnotationIfNeeded; the loader and redis-check-aof skip `#` lines).
@@ -689,6 +699,7 @@ fn write_pending(shared: &Shared, sink: &mut AofSink) -> std::io::Result<()> {
         .aof_info
         .incr_size
         .store(sink.incr_size, Ordering::Relaxed);
+    publish_buffer(shared, sink);
     result?;
     if !sink.last_write_ok {
         tracing::warn!("AOF write error looks solved, Redis can write again.");

@@ -384,6 +384,7 @@ pub async fn start(config: Config) -> std::io::Result<ServerHandle> {
         .map_err(std::io::Error::other)?;
     let shared = Shared::new(config, crate::commands::table().len());
     allow_shared_inserts(&shared);
+    crate::engine::memory::note_startup();
     crate::persistence::load_at_startup(&shared, crate::commands::aof_replayer())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     // Only a server on the Unix socket alone (`port 0`) has no TCP address: 0.0.0.0:0 then.
@@ -621,6 +622,8 @@ async fn cron(shared: Arc<Shared>) {
             for db in engine.store.dbs.iter_mut() {
                 db.shrink_if_sparse();
             }
+            // `used_memory_peak` is sampled here as well as wherever `used_memory` is read.
+            crate::engine::memory::used_memory();
             // Over `maxmemory`, eviction goes on between commands too (Redis's eviction timer).
             let evicted_before = shared.stats.evicted_keys.load(Ordering::Relaxed);
             crate::engine::evict::perform(&shared, &mut engine);
@@ -703,6 +706,8 @@ pub async fn serve_main(config: Config) -> i32 {
     };
     let shared = Shared::new(config, crate::commands::table().len());
     allow_shared_inserts(&shared);
+    // INFO `used_memory_startup`: configured and listening, no data yet.
+    crate::engine::memory::note_startup();
     // The snapshot loads in the background; clients meanwhile get -LOADING (persistence docs).
     let load = crate::persistence::spawn_startup_load(&shared, crate::commands::aof_replayer());
     let load_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
