@@ -842,3 +842,147 @@ fn a_stalled_replica_does_not_make_its_primary_evict() {
     assert!(s.evicted() > 0);
     drop(replica);
 }
+
+/// The keys of a MEMORY STATS reply in RESP2 (a flat array: key, value, ...), with a nested
+/// map's keys prefixed by its own.
+fn memory_stats_keys(reply: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(reply).to_string();
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    // Bulk strings whose next element starts a value: every other top-level element. Walk the
+    // frames: `*n` opens an array, `$len` + payload is a bulk, `:n` an integer.
+    let mut keys = Vec::new();
+    let mut i = 1; // after the outer `*n`
+    let mut expect_key = true;
+    let mut nested_left = 0usize;
+    let mut nested_key = true;
+    let mut prefix = String::new();
+    while i < lines.len() && !lines[i].is_empty() {
+        let line = lines[i];
+        if nested_left > 0 {
+            if line.starts_with('$') {
+                if nested_key {
+                    keys.push(format!("{prefix}/{}", lines[i + 1]));
+                }
+                i += 2;
+            } else {
+                i += 1;
+            }
+            nested_key = !nested_key;
+            nested_left -= 1;
+            if nested_left == 0 {
+                expect_key = true;
+            }
+            continue;
+        }
+        if expect_key {
+            assert!(line.starts_with('$'), "{line} in {text}");
+            prefix = lines[i + 1].to_string();
+            keys.push(prefix.clone());
+            i += 2;
+            expect_key = false;
+        } else if let Some(n) = line.strip_prefix('*') {
+            nested_left = n.parse().unwrap();
+            nested_key = true;
+            i += 1;
+        } else if line.starts_with('$') {
+            i += 2;
+            expect_key = true;
+        } else {
+            i += 1;
+            expect_key = true;
+        }
+    }
+    keys
+}
+
+/// MEMORY STATS, DOCTOR and PURGE answer as redis-server 7.0 does: the same STATS keys in the
+/// same order for the same databases, the same DOCTOR text for an empty instance, the same
+/// arity errors. With data: a peak twice the current use is what DOCTOR reports, and STATS
+/// figures add up.
+#[test]
+fn memory_stats_doctor_and_purge_answer_as_redis() {
+    let real = common::redis::RealRedis::start(&[]);
+    let mut theirs = real.raw();
+    let mut ours = Server::start("memory-stats", &[]);
+    for c in [&mut theirs, &mut ours.conn] {
+        assert_eq!(c.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["SET", "b", "2", "EX", "100"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["SET", "c", "3"]), b"+OK\r\n");
+    }
+    let stats_theirs = theirs.cmd_str(&["MEMORY", "STATS"]);
+    let stats_ours = ours.conn.cmd_str(&["MEMORY", "STATS"]);
+    assert_eq!(
+        memory_stats_keys(&stats_ours),
+        memory_stats_keys(&stats_theirs)
+    );
+    for argv in [
+        &["MEMORY", "DOCTOR"][..],
+        &["MEMORY", "PURGE"],
+        &["MEMORY", "STATS", "x"],
+        &["MEMORY", "DOCTOR", "x"],
+        &["MEMORY", "PURGE", "x"],
+        &["MEMORY", "MALLOC-STATS", "x"],
+        &["MEMORY", "HELP"],
+    ] {
+        assert_eq!(
+            String::from_utf8_lossy(&ours.conn.cmd_str(argv)),
+            String::from_utf8_lossy(&theirs.cmd_str(argv)),
+            "{argv:?}"
+        );
+    }
+    // RESP3: a map, its ratios doubles.
+    ours.conn.cmd_str(&["HELLO", "3"]);
+    let stats3 = String::from_utf8_lossy(&ours.conn.cmd_str(&["MEMORY", "STATS"])).to_string();
+    assert!(stats3.starts_with('%'), "{stats3}");
+    assert!(stats3.contains("$13\r\nfragmentation\r\n,"), "{stats3}");
+    let doctor3 = ours.conn.cmd_str(&["MEMORY", "DOCTOR"]);
+    assert!(doctor3.starts_with(b"="), "{doctor3:?}");
+    ours.conn.cmd_str(&["HELLO", "2"]);
+
+    // 60 MB read and let go: the peak is over 150 % of what is left.
+    assert_eq!(ours.conn.cmd_str(&["SELECT", "0"]), b"+OK\r\n");
+    let value = "x".repeat(1 << 20);
+    for i in 0..60 {
+        let key = format!("big:{i}");
+        assert_eq!(ours.conn.cmd_str(&["SET", &key, &value]), b"+OK\r\n");
+    }
+    let used_before = ours.used();
+    for i in 10..60 {
+        let key = format!("big:{i}");
+        assert_eq!(ours.conn.cmd_str(&["DEL", &key]), b":1\r\n");
+    }
+    assert!(used_before > 60 << 20);
+    let doctor = String::from_utf8_lossy(&ours.conn.cmd_str(&["MEMORY", "DOCTOR"])).to_string();
+    assert!(
+        doctor.contains("Sam, I detected a few issues in this Redis instance memory implants:\n\n * Peak memory:"),
+        "{doctor}"
+    );
+    assert!(
+        doctor.ends_with("I'm here to keep you safe, Sam. I want to help you.\n\r\n"),
+        "{doctor}"
+    );
+    let stats = String::from_utf8_lossy(&ours.conn.cmd_str(&["MEMORY", "STATS"])).to_string();
+    let value_of = |name: &str| -> i64 {
+        let at = stats
+            .find(&format!("\r\n{name}\r\n"))
+            .unwrap_or_else(|| panic!("{name}"));
+        let rest = &stats[at + name.len() + 4..];
+        let line = rest.split("\r\n").next().unwrap();
+        line.trim_start_matches(':')
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: {line}"))
+    };
+    assert!(value_of("peak.allocated") >= used_before as i64);
+    assert_eq!(value_of("keys.count"), 13);
+    assert_eq!(
+        value_of("dataset.bytes"),
+        value_of("total.allocated") - value_of("overhead.total")
+    );
+    assert!(value_of("dataset.bytes") > 10_000_000);
+    assert_eq!(ours.conn.cmd_str(&["MEMORY", "PURGE"]), b"+OK\r\n");
+    assert_eq!(
+        ours.conn.cmd_str(&["MEMORY", "MALLOC-STATS"]),
+        b"$45\r\nStats not supported for the current allocator\r\n"
+    );
+}

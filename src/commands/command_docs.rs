@@ -455,7 +455,11 @@ pub static DOCS: &[CommandDoc] = &[
     ]),
     doc("lastsave", "Get the UNIX time stamp of the last successful save to disk", "1.0.0", "server").complexity("O(1)"),
     doc("memory", "A container for memory diagnostics commands", "4.0.0", "server").complexity("Depends on subcommand."),
+    doc("memory|doctor", "Outputs memory problems report", "4.0.0", "server").complexity("O(1)"),
     doc("memory|help", "Show helpful text about the different subcommands", "4.0.0", "server").complexity("O(1)"),
+    doc("memory|malloc-stats", "Show allocator internal stats", "4.0.0", "server").complexity("Depends on how much memory is allocated, could be slow"),
+    doc("memory|purge", "Ask the allocator to release memory", "4.0.0", "server").complexity("Depends on how much memory is allocated, could be slow"),
+    doc("memory|stats", "Show memory usage details", "4.0.0", "server").complexity("O(1)"),
     doc("memory|usage", "Estimate the memory usage of a key", "4.0.0", "server").complexity("O(N) where N is the number of samples.").args(&[
         key("key", 0),
         integer("count").token("SAMPLES").flags(OPTIONAL),

@@ -85,6 +85,10 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
 const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
     cmd("memory|usage", -3, READONLY, 2, 2, 1, "server", "4.0.0", "Estimates the memory usage of a key.", memory_usage),
     cmd("memory|help", 2, LOADING | STALE, 0, 0, 0, "server", "4.0.0", "Returns helpful text about the different subcommands.", memory_help),
+    cmd("memory|stats", 2, 0, 0, 0, 0, "server", "4.0.0", "Returns details about memory usage.", memory_stats),
+    cmd("memory|doctor", 2, 0, 0, 0, 0, "server", "4.0.0", "Outputs a memory problems report.", memory_doctor),
+    cmd("memory|malloc-stats", 2, 0, 0, 0, 0, "server", "4.0.0", "Returns the allocator statistics.", memory_malloc_stats),
+    cmd("memory|purge", 2, 0, 0, 0, 0, "server", "4.0.0", "Asks the allocator to release memory.", memory_purge),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -395,6 +399,214 @@ fn memory_usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
 }
 
+/// The figures MEMORY STATS and MEMORY DOCTOR share (Redis's `getMemoryOverheadData`): the
+/// breakdown of `engine::memory`, each database's table overheads, and the ratios Redis derives
+/// with libc malloc, where the allocator's own figures are `used_memory` and the RSS.
+struct MemoryReport {
+    used: u64,
+    peak: u64,
+    rss: u64,
+    overhead: crate::engine::memory::Overhead,
+    /// (database, key tables, expiry queues) of each database holding keys.
+    dbs: Vec<(usize, u64, u64)>,
+    keys: u64,
+    clients: u64,
+    replicas: u64,
+}
+
+impl MemoryReport {
+    fn now(ctx: &mut Ctx) -> MemoryReport {
+        use crate::engine::memory;
+        let used = memory::used_memory();
+        let overhead = memory::overhead(ctx.shared, ctx.repl);
+        let mut dbs = Vec::new();
+        let mut keys = 0;
+        for (i, db) in ctx.store.dbs.iter_mut().enumerate() {
+            if db.is_empty() {
+                continue;
+            }
+            keys += db.len() as u64;
+            let (main, expires) = db.overhead_bytes();
+            dbs.push((i, main as u64, expires as u64));
+        }
+        let replicas = ctx.repl.replicas.len() as u64;
+        MemoryReport {
+            used,
+            peak: memory::peak().max(used),
+            rss: memory::rss_bytes(),
+            overhead,
+            dbs,
+            keys,
+            clients: (ctx.shared.clients().len() as u64).saturating_sub(replicas),
+            replicas,
+        }
+    }
+
+    /// `overhead.total`: the overhead of INFO's `used_memory_overhead` plus the tables.
+    fn overhead_total(&self) -> u64 {
+        self.overhead.total() + self.dbs.iter().map(|&(_, m, e)| m + e).sum::<u64>()
+    }
+
+    fn dataset(&self) -> u64 {
+        self.used.saturating_sub(self.overhead_total())
+    }
+
+    /// `used_memory` less the startup figure, at least 1 (Redis's `net_usage`).
+    fn net(&self) -> u64 {
+        self.used.saturating_sub(self.overhead.startup).max(1)
+    }
+
+    /// Redis computes its ratios in single precision; so does this, so the digits look alike.
+    fn ratio(a: u64, b: u64) -> f64 {
+        if b == 0 {
+            0.0
+        } else {
+            f64::from(a as f32 / b as f32)
+        }
+    }
+
+    /// RSS over `used_memory`: the allocator's fragmentation and the total's, which are one
+    /// figure with libc malloc.
+    fn fragmentation(&self) -> f64 {
+        Self::ratio(self.rss, self.used)
+    }
+
+    fn fragmentation_bytes(&self) -> i64 {
+        self.rss as i64 - self.used as i64
+    }
+}
+
+/// MEMORY STATS, as Redis 7.0 lists it: the same keys in the same order (a map in RESP3).
+fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let r = MemoryReport::now(ctx);
+    let o = &r.overhead;
+    let int = |v: u64| Reply::Int(v as i64);
+    let mut fields: Vec<(Reply, Reply)> = vec![
+        (Reply::bulk_str("peak.allocated"), int(r.peak)),
+        (Reply::bulk_str("total.allocated"), int(r.used)),
+        (Reply::bulk_str("startup.allocated"), int(o.startup)),
+        (
+            Reply::bulk_str("replication.backlog"),
+            int(o.replication_backlog),
+        ),
+        (Reply::bulk_str("clients.slaves"), int(o.clients_replicas)),
+        (Reply::bulk_str("clients.normal"), int(o.clients_normal)),
+        (Reply::bulk_str("cluster.links"), int(0)),
+        (Reply::bulk_str("aof.buffer"), int(o.aof_buffer)),
+        (Reply::bulk_str("lua.caches"), int(0)),
+        (Reply::bulk_str("functions.caches"), int(0)),
+    ];
+    for &(db, main, expires) in &r.dbs {
+        fields.push((
+            Reply::Bulk(Bytes::from(format!("db.{db}"))),
+            Reply::Map(vec![
+                (Reply::bulk_str("overhead.hashtable.main"), int(main)),
+                (Reply::bulk_str("overhead.hashtable.expires"), int(expires)),
+                (Reply::bulk_str("overhead.hashtable.slot-to-keys"), int(0)),
+            ]),
+        ));
+    }
+    let frag = r.fragmentation();
+    let frag_bytes = Reply::Int(r.fragmentation_bytes());
+    fields.extend([
+        (Reply::bulk_str("overhead.total"), int(r.overhead_total())),
+        (Reply::bulk_str("keys.count"), int(r.keys)),
+        (
+            Reply::bulk_str("keys.bytes-per-key"),
+            int(r.net().checked_div(r.keys).unwrap_or(0)),
+        ),
+        (Reply::bulk_str("dataset.bytes"), int(r.dataset())),
+        (
+            Reply::bulk_str("dataset.percentage"),
+            Reply::Double(f64::from(r.dataset() as f32 * 100.0 / r.net() as f32)),
+        ),
+        (
+            Reply::bulk_str("peak.percentage"),
+            Reply::Double(f64::from(r.used as f32 * 100.0 / r.peak.max(1) as f32)),
+        ),
+        (Reply::bulk_str("allocator.allocated"), int(r.used)),
+        (Reply::bulk_str("allocator.active"), int(r.rss)),
+        (Reply::bulk_str("allocator.resident"), int(r.rss)),
+        (
+            Reply::bulk_str("allocator-fragmentation.ratio"),
+            Reply::Double(frag),
+        ),
+        (
+            Reply::bulk_str("allocator-fragmentation.bytes"),
+            frag_bytes.clone(),
+        ),
+        (Reply::bulk_str("allocator-rss.ratio"), Reply::Double(1.0)),
+        (Reply::bulk_str("allocator-rss.bytes"), int(0)),
+        (Reply::bulk_str("rss-overhead.ratio"), Reply::Double(1.0)),
+        (Reply::bulk_str("rss-overhead.bytes"), int(0)),
+        (Reply::bulk_str("fragmentation"), Reply::Double(frag)),
+        (Reply::bulk_str("fragmentation.bytes"), frag_bytes),
+    ]);
+    Ok(Reply::Map(fields))
+}
+
+/// MEMORY DOCTOR: Redis 7.0's report (`getMemoryDoctorReport`) from the same figures and
+/// thresholds. With libc malloc the allocator's fragmentation is the total's, and its RSS
+/// ratios are 1, so those two findings never show; there is no script cache.
+fn memory_doctor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    let r = MemoryReport::now(ctx);
+    let text = doctor_report(&r);
+    Ok(Reply::Verbatim(Bytes::from(text)))
+}
+
+fn doctor_report(r: &MemoryReport) -> String {
+    const MB: u64 = 1 << 20;
+    if r.used < 5 * MB {
+        return "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n".to_string();
+    }
+    let big_peak = (r.peak as f32 / r.used as f32) > 1.5;
+    let frag = r.fragmentation();
+    let high_frag = frag > 1.4 && r.fragmentation_bytes() > (10 * MB) as i64;
+    let high_alloc_frag = frag > 1.1 && r.fragmentation_bytes() > (10 * MB) as i64;
+    let big_client_buf = r.overhead.clients_normal / r.clients.max(1) > 200 * 1024;
+    let big_replica_buf = r.replicas > 0 && r.overhead.clients_replicas / r.replicas > 10 * MB;
+    if !(big_peak || high_frag || high_alloc_frag || big_client_buf || big_replica_buf) {
+        return "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n".to_string();
+    }
+    let mut s =
+        String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
+    if big_peak {
+        s.push_str(" * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n");
+    }
+    if high_frag {
+        s.push_str(" * High total RSS: This instance has a memory fragmentation and RSS overhead greater than 1.4 (this means that the Resident Set Size of the Redis process is much larger than the sum of the logical allocations Redis performed). This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. If the problem is a large peak memory, then there is no issue. Otherwise, make sure you are using the Jemalloc allocator and not the default libc malloc. Note: The currently used allocator is \"libc\".\n\n");
+    }
+    if high_alloc_frag {
+        s.push_str(" * High allocator fragmentation: This instance has an allocator external fragmentation greater than 1.1. This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. You can try enabling 'activedefrag' config option.\n\n");
+    }
+    if big_replica_buf {
+        s.push_str(" * Big replica buffers: The replica output buffers in this instance are greater than 10MB for each replica (on average). This likely means that there is some replica instance that is struggling receiving data, either because it is too slow or because of networking issues. As a result, data piles on the master output buffers. Please try to identify what replica is not receiving data correctly and why. You can use the INFO output in order to check the replicas delays and the CLIENT LIST command to check the output buffers of each replica.\n\n");
+    }
+    if big_client_buf {
+        s.push_str(" * Big client buffers: The clients output buffers in this instance are greater than 200K per client (on average). This may result from different causes, like Pub/Sub clients subscribed to channels bot not receiving data fast enough, so that data piles on the Redis instance output buffer, or clients sending commands with large replies or very large sequences of commands in the same pipeline. Please use the CLIENT LIST command in order to investigate the issue if it causes problems in your instance, or to understand better why certain clients are using a big amount of memory.\n\n");
+    }
+    s.push_str("I'm here to keep you safe, Sam. I want to help you.\n");
+    s
+}
+
+/// MEMORY MALLOC-STATS: Redis built with libc malloc has none to give.
+fn memory_malloc_stats(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::bulk_str(
+        "Stats not supported for the current allocator",
+    ))
+}
+
+/// MEMORY PURGE: Redis purges jemalloc's dirty pages; glibc's equivalent hands free memory at
+/// the top of the heap and in free pages back to the system (`malloc_trim`).
+fn memory_purge(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    // SAFETY: malloc_trim only walks glibc's own arenas under their locks; it takes no pointer
+    // of ours and is safe to call at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    Ok(Reply::Status("OK"))
+}
+
 /// `MODULE HELP`, Redis 7.0.15's text.
 const MODULE_HELP: &[&str] = &[
     "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -483,4 +695,68 @@ const MEMORY_HELP: &[&str] = &[
 /// MEMORY HELP names Redis's five subcommands; hyperbloom serves USAGE (and HELP).
 fn memory_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
     super::help_reply(MEMORY_HELP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::Overhead;
+
+    fn report(used: u64, peak: u64, rss: u64) -> MemoryReport {
+        MemoryReport {
+            used,
+            peak,
+            rss,
+            overhead: Overhead {
+                startup: 1 << 20,
+                replication_buffers: 0,
+                replication_backlog: 0,
+                clients_replicas: 0,
+                clients_normal: 0,
+                aof_buffer: 0,
+                not_counted: 0,
+            },
+            dbs: Vec::new(),
+            keys: 0,
+            clients: 1,
+            replicas: 0,
+        }
+    }
+
+    /// Each finding of MEMORY DOCTOR at Redis's thresholds, in Redis's order.
+    #[test]
+    fn the_doctor_reports_what_redis_would() {
+        const MB: u64 = 1 << 20;
+        assert!(doctor_report(&report(4 * MB, 100 * MB, 4 * MB))
+            .starts_with("Hi Sam, this instance is empty"));
+        assert!(doctor_report(&report(20 * MB, 30 * MB, 21 * MB))
+            .starts_with("Hi Sam, I can't find any memory issue"));
+        let peak = doctor_report(&report(20 * MB, 31 * MB, 21 * MB));
+        assert!(
+            peak.contains(" * Peak memory:") && !peak.contains("High"),
+            "{peak}"
+        );
+        // RSS 1.5 times the use and 10 MB over: both fragmentation findings (libc's allocator
+        // fragmentation is the total's).
+        let frag = doctor_report(&report(30 * MB, 30 * MB, 45 * MB));
+        let total = frag.find(" * High total RSS").expect("total");
+        let alloc = frag
+            .find(" * High allocator fragmentation")
+            .expect("allocator");
+        assert!(
+            total < alloc && frag.contains("allocator is \"libc\""),
+            "{frag}"
+        );
+        let mut r = report(30 * MB, 30 * MB, 30 * MB);
+        r.overhead.clients_normal = 401 * 1024;
+        r.clients = 2;
+        assert!(doctor_report(&r).contains(" * Big client buffers"));
+        r.clients = 3;
+        assert!(!doctor_report(&r).contains(" * Big client buffers"));
+        r.replicas = 2;
+        r.overhead.clients_replicas = 21 * MB;
+        let replicas = doctor_report(&r);
+        assert!(replicas.contains(" * Big replica buffers"), "{replicas}");
+        assert!(replicas.ends_with("I'm here to keep you safe, Sam. I want to help you.\n"));
+    }
 }

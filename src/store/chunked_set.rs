@@ -116,6 +116,16 @@ impl ChunkedSet {
         self.len
     }
 
+    /// Bytes the set has allocated: each chunk's pairs, and its index entry counted as its key
+    /// and value (the B-tree's nodes hold about that, at 2/3 to full).
+    pub fn allocated_bytes(&self) -> usize {
+        let index_entry = std::mem::size_of::<Pair>() + std::mem::size_of::<Chunk>();
+        self.chunks
+            .values()
+            .map(|c| c.items.capacity() * std::mem::size_of::<Pair>() + index_entry)
+            .sum()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

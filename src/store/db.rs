@@ -1094,6 +1094,19 @@ fn queue_remove(queue: &mut ExpiryQueue, when: u64, h: u64) {
 }
 
 impl ExpiryQueues {
+    /// Bytes the queues have allocated (MEMORY STATS `overhead.hashtable.expires`): the sets'
+    /// chunks and the side maps' tables (an entry and its control byte per slot).
+    fn allocated_bytes(&mut self) -> usize {
+        let side_slot = std::mem::size_of::<((u64, u64), u32)>() + 1;
+        (0..self.sets.len())
+            .map(|i| {
+                let q = self.set_mut(i);
+                q.set.allocated_bytes() + q.more.capacity() * side_slot
+            })
+            .sum::<usize>()
+            + std::mem::size_of_val(&*self.sets)
+    }
+
     /// The set of stripe `i`, for the exclusive path.
     fn set_mut(&mut self, i: usize) -> &mut ExpiryQueue {
         // A poisoned set was left by a panic between two whole operations of a `BTreeMap`.
@@ -1413,6 +1426,15 @@ impl Db {
 
     pub fn expires_count(&self) -> usize {
         self.table.expires_len()
+    }
+
+    /// What the database's structures take beside its keys and values, as MEMORY STATS
+    /// reports per database: the key tables, and the expiry queues.
+    pub fn overhead_bytes(&mut self) -> (usize, usize) {
+        (
+            self.table.table_bytes(),
+            self.expire_queue.allocated_bytes(),
+        )
     }
 
     fn is_due(&self, key: &[u8]) -> bool {

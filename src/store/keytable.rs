@@ -731,6 +731,16 @@ impl KeyTable {
         self.expires_len.load(Ordering::Relaxed)
     }
 
+    /// Bytes of the key tables themselves: each segment's hash table (its buckets of entry
+    /// pointers and control bytes) and header; the entries' blocks are the data (MEMORY STATS
+    /// `overhead.hashtable.main`).
+    pub fn table_bytes(&self) -> usize {
+        self.segs
+            .iter()
+            .map(|s| s.map.allocation_size() + std::mem::size_of::<Segment>())
+            .sum()
+    }
+
     /// Buckets allocated in the key tables (tests of the shrinking).
     pub fn capacity(&self) -> usize {
         self.segs.iter().map(|s| s.map.capacity()).sum()
