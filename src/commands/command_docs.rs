@@ -648,6 +648,13 @@ pub static DOCS: &[CommandDoc] = &[
     doc("slaveof", "Make the server a replica of another instance, or promote it as master.", "1.0.0", "server").complexity("O(1)").flags(DEPRECATED).deprecated_since("5.0.0").replaced_by("`REPLICAOF`").args(&[
         oneof("args", &[block("host-port", &[string("host"), integer("port")]), block("no-one", &[token("no", "NO"), token("one", "ONE")])]),
     ]),
+    doc("slowlog", "A container for slow log commands", "2.2.12", "server").complexity("Depends on subcommand."),
+    doc("slowlog|get", "Get the slow log's entries", "2.2.12", "server").complexity("O(N) where N is the number of entries returned").history(&[("4.0.0", "Added client IP address, port and name to the reply.")]).args(&[
+        integer("count").flags(OPTIONAL),
+    ]),
+    doc("slowlog|help", "Show helpful text about the different subcommands", "6.2.0", "server").complexity("O(1)"),
+    doc("slowlog|len", "Get the slow log's length", "2.2.12", "server").complexity("O(1)"),
+    doc("slowlog|reset", "Clear all entries from the slow log", "2.2.12", "server").complexity("O(N) where N is the number of entries in the slowlog"),
     doc("spublish", "Post a message to a shard channel", "7.0.0", "pubsub").complexity("O(N) where N is the number of clients subscribed to the receiving shard channel.").args(&[
         string("shardchannel"),
         string("message"),

@@ -1401,12 +1401,18 @@ pub fn execute(ctx: &mut Ctx, index: usize, spec: &'static CommandSpec, argv: &[
     let stat = &mut ctx.stats[index];
     stat.calls += 1;
     let ended = crate::engine::mono_ns();
-    stat.nanos += ended.saturating_sub(started);
+    let nanos = ended.saturating_sub(started);
+    stat.nanos += nanos;
     if chained {
         ctx.client.cmd_clock = Some(ended);
     }
     if reply.is_error() {
         stat.failed += 1;
+    }
+    // Redis's slowlogPushCurrentCommand: the subcommand's flag decides; the AOF's replay is not
+    // logged (nor timed by Redis).
+    if ctx.shared.slowlog.is_slow(nanos) && !ran.has(flags::SKIP_SLOWLOG) && !ctx.client.replaying {
+        log_slow(ctx.shared, ctx.client, argv, nanos);
     }
     reply
 }
@@ -1485,8 +1491,9 @@ fn propagate_after(
     }
 }
 
-/// True if argument `i` is a secret MONITOR must not show: AUTH's arguments and HELLO's AUTH
-/// username and password, as Redis redacts them.
+/// True if argument `i` is a secret MONITOR and the slow log must not show: AUTH's arguments,
+/// HELLO's AUTH username and password, and the values CONFIG SET gives the sensitive directives
+/// (`requirepass`, `masterauth`, `masteruser`), as Redis redacts them.
 fn redacted(argv: &[Bytes], i: usize) -> bool {
     let name = &argv[0];
     if name.eq_ignore_ascii_case(b"auth") {
@@ -1495,7 +1502,37 @@ fn redacted(argv: &[Bytes], i: usize) -> bool {
     if name.eq_ignore_ascii_case(b"hello") {
         return (2..i).any(|j| argv[j].eq_ignore_ascii_case(b"auth") && (i == j + 1 || i == j + 2));
     }
+    if name.eq_ignore_ascii_case(b"config")
+        && argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"set"))
+        && i >= 3
+        && i % 2 == 1
+    {
+        return [&b"requirepass"[..], b"masterauth", b"masteruser"]
+            .iter()
+            .any(|secret| argv[i - 1].eq_ignore_ascii_case(secret));
+    }
     false
+}
+
+/// Logs a command that ran `nanos` in the slow log (the caller checked the threshold and the
+/// command's `skip_slowlog`), with the client's address and name.
+#[cold]
+#[inline(never)]
+pub(crate) fn log_slow(shared: &Shared, client: &ClientState, argv: &[Bytes], nanos: u64) {
+    let name = client
+        .handle
+        .name
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    shared.slowlog.push(
+        argv,
+        |i| redacted(argv, i),
+        nanos,
+        crate::engine::now_ms() / 1000,
+        client.handle.addr.to_string(),
+        name,
+    );
 }
 
 /// Shorthand used by the families' tables.

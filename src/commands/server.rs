@@ -62,8 +62,17 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("function", 0, "A container for function commands.", FUNCTION_SUBCOMMANDS),
     cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", shutdown),
     container("memory", 0, "A container for memory diagnostics commands.", MEMORY_SUBCOMMANDS),
+    container("slowlog", 0, "A container for slow log commands.", SLOWLOG_SUBCOMMANDS),
     cmd("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED, 0, 0, 0, "server", "1.0.0", "A container for debugging commands.", super::debug::debug),
     CommandSpec { arity: -1, handler: super::introspection::command_root, ..container("command", LOADING | STALE, "Returns detailed information about all commands.", super::introspection::SUBCOMMANDS) },
+];
+
+#[rustfmt::skip]
+const SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("slowlog|get", -2, ADMIN | LOADING | STALE, 0, 0, 0, "server", "2.2.12", "Returns the slow log's entries.", slowlog_get),
+    cmd("slowlog|len", 2, ADMIN | LOADING | STALE, 0, 0, 0, "server", "2.2.12", "Returns the number of entries in the slow log.", slowlog_len),
+    cmd("slowlog|reset", 2, ADMIN | LOADING | STALE, 0, 0, 0, "server", "2.2.12", "Clears all entries from the slow log.", slowlog_reset),
+    cmd("slowlog|help", 2, LOADING | STALE, 0, 0, 0, "server", "6.2.0", "Show helpful text about the different subcommands.", slowlog_help),
 ];
 
 #[rustfmt::skip]
@@ -605,6 +614,74 @@ fn memory_purge(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         libc::malloc_trim(0);
     }
     Ok(Reply::Status("OK"))
+}
+
+/// SLOWLOG GET [count]: the newest `count` entries (10 by default, all with -1), each
+/// `[id, unix time, microseconds, [arguments], address, name]`, as Redis answers.
+fn slowlog_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let count = match argv.len() {
+        2 => Some(10),
+        3 => match crate::numeric::int::parse_i64(&argv[2]) {
+            Some(-1) => None,
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => {
+                return Err(CmdError::Static(
+                    "ERR count should be greater than or equal to -1",
+                ))
+            }
+        },
+        _ => {
+            return Err(CmdError::Owned(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+                String::from_utf8_lossy(&argv[1])
+            )))
+        }
+    };
+    let entries = ctx.shared.slowlog.newest(count);
+    Ok(Reply::Array(
+        entries
+            .into_iter()
+            .map(|e| {
+                Reply::Array(vec![
+                    Reply::Int(e.id as i64),
+                    Reply::Int(e.time as i64),
+                    Reply::Int(e.duration_us as i64),
+                    Reply::Array(e.argv.into_iter().map(Reply::Bulk).collect()),
+                    Reply::Bulk(Bytes::from(e.peer)),
+                    Reply::Bulk(e.name),
+                ])
+            })
+            .collect(),
+    ))
+}
+
+fn slowlog_len(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.shared.slowlog.len() as i64))
+}
+
+fn slowlog_reset(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.shared.slowlog.reset();
+    Ok(Reply::ok())
+}
+
+/// `SLOWLOG HELP`, Redis 7.0.15's text.
+const SLOWLOG_HELP: &[&str] = &[
+    "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn slowlog_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    super::help_reply(SLOWLOG_HELP)
 }
 
 /// `MODULE HELP`, Redis 7.0.15's text.

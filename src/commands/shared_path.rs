@@ -244,6 +244,8 @@ pub struct StatRun {
     index: usize,
     calls: u64,
     since: u64,
+    /// When the run's current call began (its previous call's end): the slow log's start.
+    call_began: u64,
 }
 
 impl StatRun {
@@ -695,11 +697,34 @@ fn try_shared(
         .handle
         .last_cmd
         .store(super::last_command_code(index, None), Ordering::Relaxed);
-    if let Some(r) = run {
-        r.calls += 1;
-    }
+    count_call(shared, run, client, spec, argv);
     super::log_command(client, argv);
     Attempt::Answered(reply)
+}
+
+/// Counts an answered call into its run, and logs it in the slow log if it was slow. The slow
+/// log needs each call's own time, where the statistics need only the run's: with it on
+/// (Redis's default), the clock is read after every call.
+#[inline]
+fn count_call(
+    shared: &Shared,
+    run: &mut Option<StatRun>,
+    client: &ClientState,
+    spec: &super::CommandSpec,
+    argv: &[Bytes],
+) {
+    let Some(r) = run else {
+        return;
+    };
+    r.calls += 1;
+    if shared.slowlog.enabled() {
+        let now = mono_ns();
+        let nanos = now.saturating_sub(r.call_began);
+        r.call_began = now;
+        if shared.slowlog.is_slow(nanos) && !spec.has(super::flags::SKIP_SLOWLOG) {
+            super::log_slow(shared, client, argv, nanos);
+        }
+    }
 }
 
 /// Makes `run` the run of command `index`: a new run starts when the previous one ends (as
@@ -718,6 +743,7 @@ fn join_run(run: &mut Option<StatRun>, engine: &Engine, client: &ClientState, in
                 index,
                 calls: 0,
                 since,
+                call_began: since,
             });
         }
     }
@@ -773,9 +799,7 @@ fn open_or_discard(
         return Attempt::Rerun;
     }
     join_run(run, engine, client, index);
-    if let Some(r) = run {
-        r.calls += 1;
-    }
+    count_call(shared, run, client, spec, argv);
     client.multi = open.then(super::transactions::new_queue);
     client.multi_error = false;
     if open {
@@ -899,6 +923,11 @@ fn exec_reads(
         }
     }
     let mut replies = Vec::with_capacity(queue.len());
+    // Each command's own time for the slow log (EXEC itself is not logged, its commands are),
+    // logged once the transaction is sure to be answered here.
+    let clocked = shared.slowlog.enabled();
+    let mut began = since;
+    let mut slow: smallvec::SmallVec<[(usize, u64); 2]> = smallvec::SmallVec::new();
     {
         let mut view = db.shared_view(
             &engine.store.stripes,
@@ -907,7 +936,7 @@ fn exec_reads(
             engine.store.shared_inserts,
         );
         view.hold(keys.iter().copied(), false);
-        for (queued, &(_, handler)) in queue.iter().zip(&reads) {
+        for (position, (queued, &(_, handler))) in queue.iter().zip(&reads).enumerate() {
             // A read that panicked or failed changed nothing: the exclusive path answers it,
             // counting the failure.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -916,9 +945,20 @@ fn exec_reads(
                 Ok(Ok(reply)) if !view.deferred() && !reply.is_error() => replies.push(reply),
                 _ => return Attempt::Rerun,
             }
+            if clocked {
+                let now = mono_ns();
+                let nanos = now.saturating_sub(began);
+                began = now;
+                if shared.slowlog.is_slow(nanos) {
+                    slow.push((position, nanos));
+                }
+            }
         }
     }
     drop(keys);
+    for (position, nanos) in slow {
+        super::log_slow(shared, client, &queue[position].argv, nanos);
+    }
     // One clock read for the whole transaction: EXEC's time is all of it, as on the exclusive
     // path, and each command's share of it an equal part (those run back to back, as a
     // run's calls do).

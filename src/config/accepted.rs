@@ -114,8 +114,6 @@ pub static ACCEPTED: &[Accepted] = &[
     row("shutdown-timeout", "10", true),
     row("slave-ignore-maxmemory", "yes", true),
     row("slave-lazy-flush", "no", true),
-    row("slowlog-log-slower-than", "10000", true),
-    row("slowlog-max-len", "128", true),
     row("socket-mark-id", "0", false),
     row("stream-node-max-bytes", "4096", true),
     row("stream-node-max-entries", "100", true),

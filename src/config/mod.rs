@@ -60,6 +60,11 @@ pub struct Config {
     pub lfu_decay_time: u32,
     /// `lazyfree-lazy-eviction`: evicted keys propagate as UNLINK instead of DEL.
     pub lazyfree_lazy_eviction: bool,
+    /// `slowlog-log-slower-than`: microseconds from which a command enters the slow log (-1:
+    /// none does, 0: every command does; `engine::slowlog`).
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`: entries the slow log keeps.
+    pub slowlog_max_len: u64,
     /// `maxmemory-eviction-tenacity` (0..=100): how long one eviction run may take
     /// (`engine::evict::time_limit`).
     pub maxmemory_eviction_tenacity: u32,
@@ -169,6 +174,8 @@ impl Default for Config {
             lfu_log_factor: 10,
             lfu_decay_time: 1,
             maxmemory_eviction_tenacity: 10,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
             lazyfree_lazy_eviction: false,
             notify_keyspace_events: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -757,6 +764,26 @@ pub static DIRECTIVES: &[Directive] = &[
         get: |c| c.lfu_decay_time.to_string(),
         set: |c, a| {
             c.lfu_decay_time = parse_num(a, 0, i32::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "slowlog-log-slower-than",
+        doc: "Microseconds from which a command is logged in the slow log (-1 none, 0 all).",
+        mutable: true,
+        get: |c| c.slowlog_log_slower_than.to_string(),
+        set: |c, a| {
+            c.slowlog_log_slower_than = parse_num(a, -1, i64::MAX as i128)?;
+            Ok(())
+        },
+    },
+    Directive {
+        name: "slowlog-max-len",
+        doc: "Entries the slow log keeps.",
+        mutable: true,
+        get: |c| c.slowlog_max_len.to_string(),
+        set: |c, a| {
+            c.slowlog_max_len = parse_num(a, 0, i64::MAX as i128)?;
             Ok(())
         },
     },
@@ -1743,14 +1770,14 @@ mod tests {
     fn accepted_directives_keep_their_values() {
         let mut c = Config::default();
         c.apply_text(
-            "slowlog-max-len 64\nlatency-monitor-threshold 7\nrename-command FLUSHALL \"\"\nlazyfree-lazy-expire yes\n",
+            "jemalloc-bg-thread no\nlatency-monitor-threshold 7\nrename-command FLUSHALL \"\"\nlazyfree-lazy-expire yes\n",
             "x.conf",
         )
         .unwrap();
         assert_eq!(
             c.not_implemented,
             [
-                "slowlog-max-len",
+                "jemalloc-bg-thread",
                 "latency-monitor-threshold",
                 "lazyfree-lazy-expire"
             ]
@@ -1763,8 +1790,8 @@ mod tests {
             [("FLUSHALL", "", 3)]
         );
         let get = |c: &Config, n: &str| c.accepted_value(accepted::find(n).unwrap());
-        assert_eq!(get(&c, "slowlog-max-len"), "64");
-        assert_eq!(get(&c, "slowlog-log-slower-than"), "10000");
+        assert_eq!(get(&c, "jemalloc-bg-thread"), "no");
+        assert_eq!(get(&c, "activerehashing"), "yes");
         assert_eq!(get(&c, "latency-monitor-threshold"), "7");
         let e = c
             .apply_text("lazyfree-lazy-expire maybe\n", "x.conf")

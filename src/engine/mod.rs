@@ -23,6 +23,7 @@ pub mod pubsub;
 pub mod repl;
 pub mod shared;
 pub mod signal;
+pub mod slowlog;
 pub mod tracking;
 
 pub use propagate::{StreamCell, SubscriberId, WriteStream};

@@ -551,6 +551,8 @@ pub struct Shared {
     pub repl_fed: tokio::sync::watch::Sender<u64>,
     /// Woken when a replica acknowledges an offset (WAIT).
     pub repl_acked: Notify,
+    /// SLOWLOG's entries and settings (`slowlog-log-slower-than`, `slowlog-max-len`).
+    pub slowlog: super::slowlog::SlowLog,
     /// Bumped by REPLICAOF: the replica-link supervisor (server/) restarts its link.
     pub repl_target: tokio::sync::watch::Sender<u64>,
 }
@@ -604,6 +606,7 @@ impl Shared {
             aof_commit: AofCommit::default(),
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
+            slowlog: Default::default(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
         shared.mirror_write_config(&shared.config());
@@ -618,6 +621,8 @@ impl Shared {
     }
 
     fn mirror_write_config(&self, config: &Config) {
+        self.slowlog
+            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         self.write_config
             .set_hll_sparse_max_bytes(config.hll_sparse_max_bytes as u64);
         self.write_config.set_bloom(

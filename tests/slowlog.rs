@@ -1,0 +1,206 @@
+//! SLOWLOG against a real redis-server 7: with `slowlog-log-slower-than 0` every command is
+//! logged, so one script run on both servers gives the same entries — the same arguments (cut
+//! and redacted alike), names and order, ids one apart — whichever path ran the command here
+//! (the shared lock's pipelined runs, a transaction of reads, the exclusive path). Ids, times,
+//! durations and addresses are the servers' own and are compared for shape only. The errors and
+//! HELP are compared byte for byte, and a command slower than the threshold is logged while a
+//! faster one is not.
+
+mod common;
+
+use common::RawConn;
+
+/// A RESP2 value, enough for SLOWLOG's replies.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Array(Vec<Value>),
+}
+
+fn parse(buf: &[u8], at: &mut usize) -> Value {
+    let end = buf[*at..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .expect("a line")
+        + *at;
+    let line = std::str::from_utf8(&buf[*at + 1..end]).expect("utf-8 header");
+    let kind = buf[*at];
+    *at = end + 2;
+    match kind {
+        b':' => Value::Int(line.parse().expect("integer")),
+        b'$' => {
+            let n: usize = line.parse().expect("length");
+            let v = buf[*at..*at + n].to_vec();
+            *at += n + 2;
+            Value::Bulk(v)
+        }
+        b'*' => {
+            let n: usize = line.parse().expect("count");
+            Value::Array((0..n).map(|_| parse(buf, at)).collect())
+        }
+        other => panic!(
+            "unexpected {} in {:?}",
+            other as char,
+            String::from_utf8_lossy(buf)
+        ),
+    }
+}
+
+/// One entry without its server-specific fields: (arguments, name).
+type Logged = (Vec<String>, String);
+
+/// SLOWLOG GET -1, checked for shape (six fields, ids one apart, newest first, an address) and
+/// reduced to what both servers must agree on, oldest first.
+fn entries(c: &mut RawConn) -> Vec<Logged> {
+    let reply = c.cmd_str(&["SLOWLOG", "GET", "-1"]);
+    let Value::Array(list) = parse(&reply, &mut 0) else {
+        panic!("{reply:?}")
+    };
+    let mut out = Vec::new();
+    let mut last_id = None;
+    for e in list {
+        let Value::Array(f) = e else { panic!("entry") };
+        let [Value::Int(id), Value::Int(time), Value::Int(us), Value::Array(args), Value::Bulk(peer), Value::Bulk(name)] =
+            &f[..]
+        else {
+            panic!("{f:?}")
+        };
+        if let Some(last) = last_id {
+            assert_eq!(*id, last - 1, "ids one apart, newest first");
+        }
+        last_id = Some(*id);
+        assert!(*time > 1_700_000_000 && *us >= 0);
+        assert!(String::from_utf8_lossy(peer).starts_with("127.0.0.1:"));
+        let args = args
+            .iter()
+            .map(|a| match a {
+                Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        out.push((args, String::from_utf8_lossy(name).into_owned()));
+    }
+    out.reverse();
+    out
+}
+
+fn script(c: &mut RawConn) {
+    assert_eq!(c.cmd_str(&["SLOWLOG", "RESET"]), b"+OK\r\n");
+    c.cmd_str(&["SET", "a", "1"]);
+    // A pipelined run of one command: the shared path logs each call.
+    let mut batch = Vec::new();
+    for key in ["a", "b", "a"] {
+        batch.extend(common::encode_command(&[b"GET", key.as_bytes()]));
+    }
+    c.send_raw(&batch);
+    for _ in 0..3 {
+        c.read_reply();
+    }
+    let long = "v".repeat(200);
+    let mut mset: Vec<String> = vec!["MSET".into(), "k".into(), long];
+    mset.extend((0..40).map(|i| format!("x{i}")));
+    let mset: Vec<&str> = mset.iter().map(|s| s.as_str()).collect();
+    c.cmd_str(&mset);
+    c.cmd_str(&["AUTH", "secret"]);
+    c.cmd_str(&["HELLO", "2", "AUTH", "default", "secret"]);
+    c.cmd_str(&["CONFIG", "SET", "masterauth", "pw", "maxmemory", "0"]);
+    c.cmd_str(&["CLIENT", "SETNAME", "logger"]);
+    // A transaction of reads: its commands are logged, EXEC is not.
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["GET", "a"]);
+    c.cmd_str(&["STRLEN", "k"]);
+    c.cmd_str(&["EXEC"]);
+    // A transaction that writes, on the exclusive path.
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["INCR", "n"]);
+    c.cmd_str(&["EXEC"]);
+    c.cmd_str(&["BF.ADD", "bf", "x"]);
+}
+
+#[test]
+fn slowlog_entries_are_redis_entries() {
+    let real = common::redis::RealRedis::start(&["--slowlog-log-slower-than", "0"]);
+    let ours = common::start_with(&["--slowlog-log-slower-than", "0"]);
+    let mut theirs = real.raw();
+    let mut mine = ours.raw();
+    script(&mut theirs);
+    script(&mut mine);
+    let mut expected = entries(&mut theirs);
+    // The reference has no BF.ADD (no module): ours logs it like any command.
+    let got = entries(&mut mine);
+    assert_eq!(
+        got.last(),
+        Some(&(
+            vec!["BF.ADD".into(), "bf".into(), "x".into()],
+            "logger".to_string()
+        ))
+    );
+    expected.push(got.last().cloned().unwrap());
+    assert_eq!(got, expected);
+    // The MSET entry: 32 arguments, the value cut at 128 bytes.
+    let mset = &got[5].0;
+    assert_eq!(mset.len(), 32, "{got:?}");
+    assert_eq!(mset[2], format!("{}... (72 more bytes)", "v".repeat(128)));
+    assert_eq!(mset[31], "... (12 more arguments)");
+
+    for argv in [
+        &["SLOWLOG", "GET", "-2"][..],
+        &["SLOWLOG", "GET", "x"],
+        &["SLOWLOG", "get", "1", "2"],
+        &["SLOWLOG", "LEN", "1"],
+        &["SLOWLOG", "nosuch"],
+        &["SLOWLOG", "HELP"],
+        &["SLOWLOG"],
+        &["CONFIG", "SET", "slowlog-log-slower-than", "-2"],
+        &["CONFIG", "SET", "slowlog-max-len", "-1"],
+        &["CONFIG", "SET", "slowlog-max-len", "2"],
+        &["CONFIG", "GET", "slowlog-max-len"],
+        &["SLOWLOG", "LEN"],
+        &["SET", "z", "1"],
+        &["SLOWLOG", "LEN"],
+    ] {
+        assert_eq!(
+            String::from_utf8_lossy(&mine.cmd_str(argv)),
+            String::from_utf8_lossy(&theirs.cmd_str(argv)),
+            "{argv:?}"
+        );
+    }
+}
+
+/// Only commands at least as slow as the threshold are logged: DEBUG SLEEP 0.05 is, at 20 ms,
+/// and GET is not; with -1 nothing is.
+#[test]
+fn the_threshold_decides() {
+    let ours = common::start_with(&[
+        "--slowlog-log-slower-than",
+        "20000",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = ours.raw();
+    assert_eq!(c.cmd_str(&["SLOWLOG", "RESET"]), b"+OK\r\n");
+    c.cmd_str(&["SET", "a", "1"]);
+    c.cmd_str(&["GET", "a"]);
+    assert_eq!(c.cmd_str(&["DEBUG", "SLEEP", "0.05"]), b"+OK\r\n");
+    let logged = entries(&mut c);
+    assert_eq!(
+        logged,
+        vec![(
+            vec!["DEBUG".into(), "SLEEP".into(), "0.05".into()],
+            String::new()
+        )]
+    );
+    let reply = c.cmd_str(&["SLOWLOG", "GET"]);
+    let Value::Array(list) = parse(&reply, &mut 0) else {
+        panic!()
+    };
+    let Value::Array(f) = &list[0] else { panic!() };
+    assert!(
+        matches!(f[2], Value::Int(us) if (50_000..5_000_000).contains(&us)),
+        "{f:?}"
+    );
+    c.cmd_str(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+    c.cmd_str(&["DEBUG", "SLEEP", "0.05"]);
+    assert_eq!(c.cmd_str(&["SLOWLOG", "LEN"]), b":1\r\n");
+}
