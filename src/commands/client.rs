@@ -29,6 +29,7 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("client|caching", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Instructs the server whether to track the keys in the next request.", client_caching),
     cmd("client|getredir", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected.", client_getredir),
     cmd("client|trackinginfo", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Returns information about server-assisted client-side caching for the connection.", client_trackinginfo),
+    cmd("client|reply", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "3.2.0", "Instructs the server whether to reply to commands.", client_reply),
     cmd("client|help", 2, LOADING | STALE, 0, 0, 0, "connection", "5.0.0", "Returns helpful text about the different subcommands.", client_help),
 ];
 
@@ -402,6 +403,29 @@ fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let on = parse_on_off(&argv[2])?;
     ctx.client.handle.no_evict.store(on, Ordering::Relaxed);
     Ok(Reply::ok())
+}
+
+/// CLIENT REPLY ON|OFF|SKIP (Redis's clientReplyCommand): ON answers OK; OFF and SKIP answer
+/// nothing, OFF silencing every reply until ON, SKIP the next command's only (not while OFF).
+/// The connection drops the silenced replies (`server::connection`); pushes still go out.
+fn client_reply(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    use super::ReplyMode;
+    let mode = &mut ctx.client.reply_mode;
+    let arg = &argv[2];
+    if arg.eq_ignore_ascii_case(b"on") {
+        *mode = ReplyMode::On;
+        Ok(Reply::ok())
+    } else if arg.eq_ignore_ascii_case(b"off") {
+        *mode = ReplyMode::Off;
+        Ok(Reply::Seq(Vec::new()))
+    } else if arg.eq_ignore_ascii_case(b"skip") {
+        if *mode != ReplyMode::Off {
+            *mode = ReplyMode::SkipNext;
+        }
+        Ok(Reply::Seq(Vec::new()))
+    } else {
+        Err(CmdError::Static(error::SYNTAX))
+    }
 }
 
 fn client_onoff(_ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {

@@ -318,6 +318,9 @@ pub static DOCS: &[CommandDoc] = &[
     doc("client|no-evict", "Set client eviction mode for the current connection", "7.0.0", "connection").complexity("O(1)").args(&[
         oneof("enabled", &[token("on", "ON"), token("off", "OFF")]),
     ]),
+    doc("client|reply", "Instruct the server whether to reply to commands", "3.2.0", "connection").complexity("O(1)").args(&[
+        oneof("on_off_skip", &[token("on", "ON"), token("off", "OFF"), token("skip", "SKIP")]),
+    ]),
     doc("client|setname", "Set the current connection name", "2.6.9", "connection").complexity("O(1)").args(&[
         string("connection-name"),
     ]),

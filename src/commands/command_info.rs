@@ -152,6 +152,7 @@ pub static COMMANDS: &[CommandInfo] = &[
     ("client|list", &["@admin", "@slow", "@dangerous", "@connection"], &["nondeterministic_output"], &[]),
     ("client|no-evict", &["@admin", "@slow", "@dangerous", "@connection"], &[], &[]),
     ("client|no-touch", &["@slow", "@connection"], &[], &[]),
+    ("client|reply", &["@slow", "@connection"], &[], &[]),
     ("client|setinfo", &["@slow", "@connection"], &[], &[]),
     ("client|setname", &["@slow", "@connection"], &[], &[]),
     ("client|tracking", &["@slow", "@connection"], &[], &[]),

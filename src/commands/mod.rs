@@ -566,6 +566,38 @@ pub enum Action {
     },
 }
 
+/// CLIENT REPLY's state, Redis's `CLIENT_REPLY_OFF`, `CLIENT_REPLY_SKIP_NEXT` and
+/// `CLIENT_REPLY_SKIP` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    /// CLIENT REPLY OFF: no reply until CLIENT REPLY ON.
+    Off,
+    /// CLIENT REPLY SKIP was the command just run: the next one's reply is dropped.
+    SkipNext,
+    /// The reply of the command running now is dropped.
+    Skip,
+}
+
+impl ReplyMode {
+    /// Whether the reply of the command that just ran is dropped.
+    #[inline]
+    pub fn silences(self) -> bool {
+        matches!(self, ReplyMode::Off | ReplyMode::Skip)
+    }
+
+    /// After a command's reply (Redis's `commandProcessed`): a skip ends, and a SKIP just run
+    /// starts one for the next command.
+    #[inline]
+    pub fn after_command(self) -> ReplyMode {
+        match self {
+            ReplyMode::Skip => ReplyMode::On,
+            ReplyMode::SkipNext => ReplyMode::Skip,
+            other => other,
+        }
+    }
+}
+
 /// What one connection's commands can see and change about that connection.
 pub struct ClientState {
     pub handle: Arc<ClientHandle>,
@@ -598,6 +630,8 @@ pub struct ClientState {
     /// between two commands of a batch (appending the reply, ~0.1 µs) counts towards the second.
     /// In [`crate::engine::mono_ns`] nanoseconds.
     pub cmd_clock: Option<u64>,
+    /// CLIENT REPLY: whether replies reach this client (pushes always do, as in Redis 7).
+    pub reply_mode: ReplyMode,
     /// The BF.EXISTS items of the current stretch of a batch whose probes [`prefetch_keys`]
     /// prefetched, so the command does not prefetch them again.
     pub prefetched: PrefetchedItems,
@@ -675,6 +709,7 @@ impl ClientState {
             monitor: false,
             after_reply: bytes::BytesMut::new(),
             cmd_clock: None,
+            reply_mode: ReplyMode::On,
             prefetched: PrefetchedItems::default(),
             shared_write_backoff: 0,
             stream_scratch: Vec::new(),

@@ -127,6 +127,8 @@ pub async fn serve(
     let mut outbuf = OutBuf::with_capacity(READ_CHUNK);
     let mut requests = Batch::default();
     let mut resume = false;
+    // CLIENT REPLY silenced the WAIT whose answer comes after the batch.
+    let mut wait_silenced = false;
     // A protocol error found after requests that a paused batch has not executed yet.
     let mut deferred_error = None;
     // The peer closed its side while we were writing: no more reads.
@@ -287,7 +289,13 @@ pub async fn serve(
                             break;
                         };
                         drain_pushes(&handle, &mut outbuf);
-                        outbuf.push_reply(&reply, client.proto);
+                        if !client.reply_mode.silences() {
+                            outbuf.push_reply(&reply, client.proto);
+                        } else if client.action.is_some() {
+                            // WAIT answers later: silenced too.
+                            wait_silenced = true;
+                        }
+                        client.reply_mode = client.reply_mode.after_command();
                         reply.discard();
                         done += 1;
                         if !client.after_reply.is_empty() {
@@ -572,7 +580,9 @@ pub async fn serve(
                 handle
                     .last_active_ms
                     .store(commands::now_ms(), Ordering::Relaxed);
-                crate::protocol::Reply::Int(n as i64).encode(client.proto, outbuf.tail_mut());
+                if !std::mem::take(&mut wait_silenced) {
+                    crate::protocol::Reply::Int(n as i64).encode(client.proto, outbuf.tail_mut());
+                }
                 if write_out(&mut stream, &mut outbuf).await.is_err() {
                     break;
                 }

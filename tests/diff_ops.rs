@@ -1,10 +1,13 @@
-//! SLOWLOG against a real redis-server 7: with `slowlog-log-slower-than 0` every command is
-//! logged, so one script run on both servers gives the same entries — the same arguments (cut
-//! and redacted alike), names and order, ids one apart — whichever path ran the command here
-//! (the shared lock's pipelined runs, a transaction of reads, the exclusive path). Ids, times,
-//! durations and addresses are the servers' own and are compared for shape only. The errors and
-//! HELP are compared byte for byte, and a command slower than the threshold is logged while a
-//! faster one is not.
+//! Operators' commands against a real redis-server 7: SLOWLOG and CLIENT REPLY.
+//!
+//! SLOWLOG: with `slowlog-log-slower-than 0` every command is logged, so one script run on both
+//! servers gives the same entries — the same arguments (cut and redacted alike), names and
+//! order, ids one apart — whichever path ran the command here (the shared lock's pipelined runs,
+//! a transaction of reads, the exclusive path). Ids, times, durations and addresses are the
+//! servers' own and are compared for shape only. The errors and HELP are compared byte for byte,
+//! and a command slower than the threshold is logged while a faster one is not.
+//!
+//! CLIENT REPLY: a pipelined script gets the same reply frames back from both servers.
 
 mod common;
 
@@ -203,4 +206,64 @@ fn the_threshold_decides() {
     c.cmd_str(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
     c.cmd_str(&["DEBUG", "SLEEP", "0.05"]);
     assert_eq!(c.cmd_str(&["SLOWLOG", "LEN"]), b":1\r\n");
+}
+
+/// Every reply frame until ECHO's `end` marker comes back.
+fn replies_until_end(c: &mut RawConn) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let r = String::from_utf8_lossy(&c.read_reply()).into_owned();
+        if r == "$3\r\nend\r\n" {
+            return out;
+        }
+        out.push(r);
+    }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP drops the replies Redis drops: the same frames come back from a
+/// pipelined script on both servers (OFF until ON, SKIP for one command, SKIP ignored while OFF,
+/// a bad argument's error, WAIT silenced too).
+#[test]
+fn client_reply_drops_what_redis_drops() {
+    let real = common::redis::RealRedis::start(&[]);
+    let ours = common::start_with(&[]);
+    let script: &[&[&str]] = &[
+        &["CLIENT", "REPLY", "OFF"],
+        &["SET", "a", "1"],
+        &["GET", "a"],
+        &["GET", "nosuch"],
+        &["INCR", "a", "b"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["CLIENT", "REPLY", "ON"],
+        &["GET", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["GET", "a"],
+        &["PING"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["GET", "a"],
+        &["ECHO", "after two skips"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["WAIT", "0", "0"],
+        &["WAIT", "0", "0"],
+        &["CLIENT", "REPLY", "MAYBE"],
+        &["CLIENT", "REPLY"],
+        &["ECHO", "end"],
+    ];
+    let mut frames = Vec::new();
+    for addr in [real.addr, ours.addr] {
+        let mut c = RawConn::connect(addr);
+        let mut out = Vec::new();
+        for argv in script {
+            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+            out.extend(common::encode_command(&argv));
+        }
+        c.send_raw(&out);
+        frames.push(replies_until_end(&mut c));
+    }
+    assert_eq!(frames[1], frames[0]);
+    assert_eq!(
+        frames[0][..3],
+        ["+OK\r\n", "$1\r\n1\r\n", "+PONG\r\n"].map(String::from)
+    );
 }
