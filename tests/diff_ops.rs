@@ -1,4 +1,4 @@
-//! Operators' commands against a real redis-server 7: SLOWLOG and CLIENT REPLY.
+//! Operators' commands against a real redis-server 7: SLOWLOG, CLIENT REPLY and SWAPDB.
 //!
 //! SLOWLOG: with `slowlog-log-slower-than 0` every command is logged, so one script run on both
 //! servers gives the same entries — the same arguments (cut and redacted alike), names and
@@ -7,7 +7,8 @@
 //! servers' own and are compared for shape only. The errors and HELP are compared byte for byte,
 //! and a command slower than the threshold is logged while a faster one is not.
 //!
-//! CLIENT REPLY: a pipelined script gets the same reply frames back from both servers.
+//! CLIENT REPLY: a pipelined script gets the same reply frames back from both servers. SWAPDB:
+//! the same replies, WATCH outcomes included, and the swap replayed from our AOF.
 
 mod common;
 
@@ -266,4 +267,104 @@ fn client_reply_drops_what_redis_drops() {
         frames[0][..3],
         ["+OK\r\n", "$1\r\n1\r\n", "+PONG\r\n"].map(String::from)
     );
+}
+
+/// SWAPDB answers as redis-server does (errors, the keys and TTLs each index shows afterwards,
+/// a WATCH of a key in either database failing its EXEC, a WATCH of a key in neither not), and
+/// reaches the AOF: after a restart the databases are still swapped, a Bloom filter with them.
+#[test]
+fn swapdb_answers_as_redis_and_survives_a_restart() {
+    let real = common::redis::RealRedis::start(&[]);
+    let dir = common::tempdir("swapdb");
+    let (mut child, addr) = common::spawn_binary_with(&dir, "", &["--appendonly", "yes"]);
+    let mut frames = Vec::new();
+    for addr in [real.addr, addr] {
+        let mut c = RawConn::connect(addr);
+        let mut watcher = RawConn::connect(addr);
+        let mut out = Vec::new();
+        let mut run = |c: &mut RawConn, argv: &[&str]| {
+            out.push(String::from_utf8_lossy(&c.cmd_str(argv)).into_owned());
+        };
+        for argv in [
+            &["SET", "a", "zero"][..],
+            &["SET", "t", "zero", "EX", "1000"],
+            &["SELECT", "1"],
+            &["SET", "a", "one"],
+            &["SET", "b", "one"],
+            &["SELECT", "0"],
+            &["SWAPDB", "x", "1"],
+            &["SWAPDB", "0", "x"],
+            &["SWAPDB", "0", "16"],
+            &["SWAPDB", "-1", "0"],
+            &["SWAPDB", "0", "4294967296"],
+            &["SWAPDB", "0"],
+            &["SWAPDB", "0", "0"],
+        ] {
+            run(&mut c, argv);
+        }
+        // Watched in db 0: `a` (in both), `nowhere` (in neither); in db 1: `t`.
+        run(&mut watcher, &["WATCH", "nowhere"]);
+        run(&mut c, &["SWAPDB", "0", "1"]);
+        for argv in [&["MULTI"][..], &["GET", "a"], &["EXEC"]] {
+            run(&mut watcher, argv);
+        }
+        run(&mut watcher, &["WATCH", "a"]);
+        run(&mut c, &["SWAPDB", "1", "0"]);
+        run(&mut c, &["SWAPDB", "0", "1"]);
+        for argv in [&["MULTI"][..], &["GET", "a"], &["EXEC"]] {
+            run(&mut watcher, argv);
+        }
+        run(&mut watcher, &["SELECT", "1"]);
+        run(&mut watcher, &["WATCH", "t"]);
+        run(&mut c, &["SWAPDB", "0", "1"]);
+        for argv in [&["MULTI"][..], &["GET", "t"], &["EXEC"]] {
+            run(&mut watcher, argv);
+        }
+        for argv in [
+            &["SELECT", "0"][..],
+            &["GET", "a"],
+            &["GET", "b"],
+            &["TTL", "t"],
+            &["DBSIZE"],
+            &["SELECT", "1"],
+            &["GET", "a"],
+            &["TTL", "t"],
+            &["DBSIZE"],
+        ] {
+            run(&mut c, argv);
+        }
+        frames.push(out);
+    }
+    assert_eq!(frames[1], frames[0]);
+    // Watching a key in neither database: the EXEC ran.
+    assert_eq!(frames[0][17], "*1\r\n$3\r\none\r\n");
+
+    // Ours: a filter swaps with its database, and the AOF replays the swap.
+    let mut c = RawConn::connect(addr);
+    assert_eq!(c.cmd_str(&["SELECT", "2"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["BF.ADD", "f", "x"]), b":1\r\n");
+    assert_eq!(c.cmd_str(&["SWAPDB", "2", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["EXISTS", "f"]), b":0\r\n");
+    let dbsize_of = |c: &mut RawConn, db: &str| {
+        assert_eq!(c.cmd_str(&["SELECT", db]), b"+OK\r\n");
+        String::from_utf8_lossy(&c.cmd_str(&["DBSIZE"])).into_owned()
+    };
+    let before: Vec<String> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|d| dbsize_of(&mut c, d))
+        .collect();
+    drop(c);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (_child, addr) = common::spawn_binary_with(&dir, "", &["--appendonly", "yes"]);
+    let mut c = common::connect_when_ready(addr);
+    common::wait_loaded(&mut c);
+    let after: Vec<String> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|d| dbsize_of(&mut c, d))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["BF.EXISTS", "f", "x"]), b":1\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
 }

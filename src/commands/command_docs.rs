@@ -679,6 +679,10 @@ pub static DOCS: &[CommandDoc] = &[
     doc("sunsubscribe", "Stop listening for messages posted to the given shard channels", "7.0.0", "pubsub").complexity("O(N) where N is the number of clients already subscribed to a shard channel.").args(&[
         string("shardchannel").flags(OPTIONAL | MULTIPLE),
     ]),
+    doc("swapdb", "Swaps two Redis databases", "4.0.0", "server").complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.").args(&[
+        integer("index1"),
+        integer("index2"),
+    ]),
     doc("sync", "Internal command used for replication", "1.0.0", "server"),
     module_doc("tdigest.add", "bf"),
     module_doc("tdigest.byrank", "bf"),

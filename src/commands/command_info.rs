@@ -288,6 +288,7 @@ pub static COMMANDS: &[CommandInfo] = &[
     ("subscribe", &["@pubsub", "@slow"], &[], &[]),
     ("substr", &["@read", "@string", "@slow"], &[], &[spec(RO | ACCESS, Index(1), Range { lastkey: 0, keystep: 1, limit: 0 })]),
     ("sunsubscribe", &["@pubsub", "@slow"], &[], &[spec(NOT_KEY, Index(1), Range { lastkey: -1, keystep: 1, limit: 0 })]),
+    ("swapdb", &["@keyspace", "@write", "@fast", "@dangerous"], &[], &[]),
     ("sync", &["@admin", "@slow", "@dangerous"], &[], &[]),
     ("tdigest.add", &["@write", "@tdigest"], &[], &[spec(RW | ACCESS | UPDATE, Index(1), Range { lastkey: 0, keystep: 1, limit: 0 })]),
     ("tdigest.byrank", &["@read", "@fast", "@tdigest"], &[], &[spec(RW | ACCESS | UPDATE, Index(1), Range { lastkey: 0, keystep: 1, limit: 0 })]),

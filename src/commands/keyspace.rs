@@ -56,6 +56,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("renamenx", 3, WRITE | FAST, 1, 2, 1, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", renamenx),
     cmd("copy", -3, WRITE | DENYOOM, 1, 2, 1, "generic", "6.2.0", "Copies the value of a key to a new key.", copy),
     cmd("move", 3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database.", move_cmd),
+    cmd("swapdb", 3, WRITE | FAST, 0, 0, 0, "server", "4.0.0", "Swaps two Redis databases.", swapdb),
     cmd("expire", -3, WRITE | FAST, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", expire).shared_write(expire_shared),
     cmd("pexpire", -3, WRITE | FAST, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", expire).shared_write(expire_shared),
     cmd("expireat", -3, WRITE | FAST, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", expire).shared_write(expire_shared),
@@ -359,6 +360,28 @@ fn copy(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 }
 
 /// `MOVE key db` → 1 if moved, 0 if the key is missing or exists in the target database.
+/// SWAPDB index1 index2 (Redis's swapdbCommand): the two databases exchange their keys;
+/// connections stay on the index they selected, and WATCHes of keys in either fail their EXEC
+/// (`Store::swap_dbs`). Replicated as it is. Client-side caches are not invalidated, as in
+/// Redis 7.0.
+fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    let index = |arg: &Bytes, what: &'static str| {
+        crate::numeric::int::parse_i64(arg)
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or(CmdError::Static(what))
+    };
+    let a = index(&argv[1], "ERR invalid first DB index")?;
+    let b = index(&argv[2], "ERR invalid second DB index")?;
+    let (Ok(a), Ok(b)) = (usize::try_from(a), usize::try_from(b)) else {
+        return Err(CmdError::Static("ERR DB index is out of range"));
+    };
+    if !ctx.store.swap_dbs(a, b) {
+        return Err(CmdError::Static("ERR DB index is out of range"));
+    }
+    ctx.force_propagation();
+    Ok(Reply::ok())
+}
+
 fn move_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let key = &argv[1];
     let target = db_index(ctx, &argv[2])?;

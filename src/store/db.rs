@@ -2178,6 +2178,44 @@ pub struct Store {
 }
 
 impl Store {
+    /// SWAPDB: databases `a` and `b` exchange their keys (tables, TTLs, expiry queues), while
+    /// everything tied to the index stays: WATCHes, counters, pending events, as Redis's
+    /// `dbSwapDatabases` leaves its clients in the database they selected. A watched key that
+    /// exists in either database afterwards makes its watchers' EXEC fail
+    /// (`touchAllWatchedKeysInDb`). Returns false for an index out of range.
+    pub fn swap_dbs(&mut self, a: usize, b: usize) -> bool {
+        if a >= self.dbs.len() || b >= self.dbs.len() {
+            return false;
+        }
+        if a == b {
+            return true;
+        }
+        let (low, high) = (a.min(b), a.max(b));
+        let (left, right) = self.dbs.split_at_mut(high);
+        let (x, y) = (&mut left[low], &mut right[0]);
+        std::mem::swap(&mut x.table, &mut y.table);
+        std::mem::swap(&mut x.expire_queue, &mut y.expire_queue);
+        let in_either = |x: &Db, y: &Db, watcher: &Db| -> Vec<Bytes> {
+            watcher
+                .watched
+                .keys()
+                .filter(|k| x.has(k) || y.has(k))
+                .cloned()
+                .collect()
+        };
+        let (touched_x, touched_y) = (in_either(x, y, x), in_either(x, y, y));
+        for k in touched_x {
+            x.bump_watch(&k);
+        }
+        for k in touched_y {
+            y.bump_watch(&k);
+        }
+        // One change, as Redis counts one (`server.dirty++`).
+        x.changes += 1;
+        x.dirty += 1;
+        true
+    }
+
     pub fn new(databases: usize) -> Store {
         Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
