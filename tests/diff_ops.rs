@@ -1,4 +1,5 @@
-//! Operators' commands against a real redis-server 7: SLOWLOG, CLIENT REPLY and SWAPDB.
+//! Operators' commands against a real redis-server 7: SLOWLOG, CLIENT REPLY, SWAPDB and CLIENT
+//! PAUSE.
 //!
 //! SLOWLOG: with `slowlog-log-slower-than 0` every command is logged, so one script run on both
 //! servers gives the same entries — the same arguments (cut and redacted alike), names and
@@ -8,7 +9,8 @@
 //! and a command slower than the threshold is logged while a faster one is not.
 //!
 //! CLIENT REPLY: a pipelined script gets the same reply frames back from both servers. SWAPDB:
-//! the same replies, WATCH outcomes included, and the swap replayed from our AOF.
+//! the same replies, WATCH outcomes included, and the swap replayed from our AOF. CLIENT PAUSE:
+//! the same errors, and what waits under WRITE and ALL.
 
 mod common;
 
@@ -367,4 +369,90 @@ fn swapdb_answers_as_redis_and_survives_a_restart() {
     assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["BF.EXISTS", "f", "x"]), b":1\r\n");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn int_field(c: &mut RawConn, name: &str) -> i64 {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "clients"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {info}"))
+}
+
+/// CLIENT PAUSE and UNPAUSE: the same errors as redis-server; under WRITE a read runs and a
+/// write waits (counted in `blocked_clients`) until UNPAUSE, and a pipelined batch answers what
+/// came before its first write at once; under ALL every command waits for the end.
+#[test]
+fn client_pause_holds_back_what_redis_holds_back() {
+    let real = common::redis::RealRedis::start(&[]);
+    let ours = common::start_with(&[]);
+    let mut theirs = real.raw();
+    let mut admin = ours.raw();
+    for argv in [
+        &["CLIENT", "PAUSE", "x"][..],
+        &["CLIENT", "PAUSE", "-1"],
+        &["CLIENT", "PAUSE", "10", "foo"],
+        &["CLIENT", "PAUSE", "x", "foo"],
+        &["CLIENT", "PAUSE", "10", "write", "extra"],
+        &["CLIENT", "PAUSE"],
+        &["CLIENT", "UNPAUSE", "x"],
+        &["CLIENT", "PAUSE", "0"],
+        &["CLIENT", "UNPAUSE"],
+    ] {
+        assert_eq!(
+            String::from_utf8_lossy(&admin.cmd_str(argv)),
+            String::from_utf8_lossy(&theirs.cmd_str(argv)),
+            "{argv:?}"
+        );
+    }
+
+    let addr = ours.addr;
+    let timed = move |argv: &'static [&'static str]| {
+        std::thread::spawn(move || {
+            let mut c = RawConn::connect(addr);
+            let started = std::time::Instant::now();
+            let reply = c.cmd_str(argv);
+            (reply, started.elapsed())
+        })
+    };
+    assert_eq!(admin.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd_str(&["CLIENT", "PAUSE", "60000", "WRITE"]),
+        b"+OK\r\n"
+    );
+    let (reply, took) = timed(&["GET", "a"]).join().unwrap();
+    assert_eq!(
+        (reply.as_slice(), took < std::time::Duration::from_secs(5)),
+        (&b"$1\r\n1\r\n"[..], true)
+    );
+    let write = timed(&["SET", "a", "2"]);
+    // A pipelined batch: its GET is answered, its INCR waits.
+    let mut pipelined = RawConn::connect(addr);
+    let mut batch = common::encode_command(&[b"GET", b"a"]);
+    batch.extend(common::encode_command(&[b"INCR", b"n"]));
+    pipelined.send_raw(&batch);
+    assert_eq!(pipelined.read_reply(), b"$1\r\n1\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while int_field(&mut admin, "blocked_clients") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writes never blocked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(!write.is_finished(), "a write ran under CLIENT PAUSE WRITE");
+    assert_eq!(admin.cmd_str(&["GET", "a"]), b"$1\r\n1\r\n");
+    assert_eq!(admin.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    let (reply, _) = write.join().unwrap();
+    assert_eq!(reply, b"+OK\r\n");
+    assert_eq!(pipelined.read_reply(), b":1\r\n");
+    assert_eq!(int_field(&mut admin, "blocked_clients"), 0);
+
+    // ALL, ended by its timeout: a PING waits for it.
+    assert_eq!(admin.cmd_str(&["CLIENT", "PAUSE", "300"]), b"+OK\r\n");
+    let (reply, took) = timed(&["PING"]).join().unwrap();
+    assert_eq!(reply, b"+PONG\r\n");
+    assert!(took >= std::time::Duration::from_millis(200), "{took:?}");
+    assert_eq!(admin.cmd_str(&["GET", "a"]), b"$1\r\n2\r\n");
 }

@@ -29,6 +29,8 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
     cmd("client|caching", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Instructs the server whether to track the keys in the next request.", client_caching),
     cmd("client|getredir", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected.", client_getredir),
     cmd("client|trackinginfo", 2, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Returns information about server-assisted client-side caching for the connection.", client_trackinginfo),
+    cmd("client|pause", -3, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "3.0.0", "Suspends commands processing.", client_pause),
+    cmd("client|unpause", 2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "6.2.0", "Resumes processing commands from paused clients.", client_unpause),
     cmd("client|reply", 3, NOSCRIPT | LOADING | STALE, 0, 0, 0, "connection", "3.2.0", "Instructs the server whether to reply to commands.", client_reply),
     cmd("client|help", 2, LOADING | STALE, 0, 0, 0, "connection", "5.0.0", "Returns helpful text about the different subcommands.", client_help),
 ];
@@ -402,6 +404,48 @@ fn parse_on_off(arg: &[u8]) -> Result<bool, CmdError> {
 fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let on = parse_on_off(&argv[2])?;
     ctx.client.handle.no_evict.store(on, Ordering::Relaxed);
+    Ok(Reply::ok())
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (Redis's clientCommand): clients' commands wait until
+/// `timeout` milliseconds from now (`engine::pause`), all of them or those that may write.
+fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
+    if argv.len() > 4 {
+        return Err(CmdError::Owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&argv[1])
+        )));
+    }
+    // The mode is checked first, as Redis does.
+    let all = match argv.get(3) {
+        None => true,
+        Some(m) if m.eq_ignore_ascii_case(b"all") => true,
+        Some(m) if m.eq_ignore_ascii_case(b"write") => false,
+        Some(_) => {
+            return Err(CmdError::Static(
+                "ERR CLIENT PAUSE mode must be WRITE or ALL",
+            ))
+        }
+    };
+    let timeout = crate::numeric::int::parse_i64(&argv[2]).ok_or(CmdError::Static(
+        "ERR timeout is not an integer or out of range",
+    ))?;
+    if timeout < 0 {
+        return Err(CmdError::Static("ERR timeout is negative"));
+    }
+    let until = if timeout == 0 {
+        0
+    } else {
+        (ctx.now_ms as i64)
+            .checked_add(timeout)
+            .ok_or(CmdError::Static("ERR timeout is out of range"))? as u64
+    };
+    ctx.shared.client_pause.pause(until, all);
+    Ok(Reply::ok())
+}
+
+fn client_unpause(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
+    ctx.shared.client_pause.unpause();
     Ok(Reply::ok())
 }
 

@@ -318,6 +318,10 @@ pub static DOCS: &[CommandDoc] = &[
     doc("client|no-evict", "Set client eviction mode for the current connection", "7.0.0", "connection").complexity("O(1)").args(&[
         oneof("enabled", &[token("on", "ON"), token("off", "OFF")]),
     ]),
+    doc("client|pause", "Stop processing commands from clients for some time", "2.9.50", "connection").complexity("O(1)").history(&[("6.2.0", "`CLIENT PAUSE WRITE` mode added along with the `mode` option.")]).args(&[
+        integer("timeout"),
+        oneof("mode", &[token("write", "WRITE"), token("all", "ALL")]).since("6.2.0").flags(OPTIONAL),
+    ]),
     doc("client|reply", "Instruct the server whether to reply to commands", "3.2.0", "connection").complexity("O(1)").args(&[
         oneof("on_off_skip", &[token("on", "ON"), token("off", "OFF"), token("skip", "SKIP")]),
     ]),
@@ -334,6 +338,7 @@ pub static DOCS: &[CommandDoc] = &[
         token("noloop", "NOLOOP").flags(OPTIONAL),
     ]),
     doc("client|trackinginfo", "Return information about server assisted client side caching for the current connection", "6.2.0", "connection").complexity("O(1)"),
+    doc("client|unpause", "Resume processing of clients that were paused", "6.2.0", "connection").complexity("O(N) Where N is the number of paused clients"),
     module_doc("cms.incrby", "bf"),
     module_doc("cms.info", "bf"),
     module_doc("cms.initbydim", "bf"),

@@ -102,8 +102,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         "clients" => {
             // The largest query and output buffers now (Redis's "recent" figures are the
             // largest of the last few seconds).
-            let (n, max_in, max_out) = {
+            let (n, max_in, max_out, blocked) = {
                 let clients = shared.clients();
+                // WAIT, and commands a CLIENT PAUSE holds back.
+                let blocked = clients
+                    .values()
+                    .filter(|h| h.blocked.load(Ordering::Relaxed))
+                    .count();
                 let max_in = clients
                     .values()
                     .map(|h| h.mem.qbuf.load(Ordering::Relaxed))
@@ -112,13 +117,18 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                     .values()
                     .map(|h| crate::engine::ClientHandle::output_split(h.output_pending()).1)
                     .max();
-                (clients.len(), max_in.unwrap_or(0), max_out.unwrap_or(0))
+                (
+                    clients.len(),
+                    max_in.unwrap_or(0),
+                    max_out.unwrap_or(0),
+                    blocked,
+                )
             };
             let tracking = ctx.pubsub.tracking.clients();
             let maxclients = ctx.config().maxclients;
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\nblocked_clients:0\r\ntracking_clients:{tracking}\r\nclients_in_timeout_table:0\r\n"
+                "# Clients\r\nconnected_clients:{n}\r\ncluster_connections:0\r\nmaxclients:{maxclients}\r\nclient_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\nblocked_clients:{blocked}\r\ntracking_clients:{tracking}\r\nclients_in_timeout_table:0\r\n"
             );
         }
         "memory" => {

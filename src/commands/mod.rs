@@ -544,6 +544,28 @@ pub fn subcommand(
     }
 }
 
+/// Whether running `argv` may write or replicate: what a CLIENT PAUSE WRITE holds back (Redis's
+/// `is_may_replicate_command`: the command's, or its subcommand's, `write` or `may_replicate`
+/// flag; for EXEC, any queued command's). An unknown command does not.
+pub fn may_write(client: &ClientState, argv: &[Bytes]) -> bool {
+    let Some((_, spec)) = argv.first().and_then(|n| table().get(n)) else {
+        return false;
+    };
+    let writes = flags::WRITE | flags::MAY_REPLICATE;
+    if spec.name == "exec" {
+        return client
+            .multi
+            .as_ref()
+            .is_some_and(|queue| queue.iter().any(|q| table().all()[q.index].has(writes)));
+    }
+    let spec = if spec.subcommands.is_empty() || argv.len() < 2 {
+        spec
+    } else {
+        find_subcommand(spec, &argv[1]).unwrap_or(spec)
+    };
+    spec.has(writes)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-client state and the handler context
 // ---------------------------------------------------------------------------------------------

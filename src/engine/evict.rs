@@ -145,7 +145,12 @@ pub fn perform(shared: &Shared, engine: &mut Engine) -> Outcome {
 
 #[inline(never)]
 fn perform_over(shared: &Shared, engine: &mut Engine, max: u64) -> Outcome {
-    if engine.repl.master.is_some() || shared.loading.load(Ordering::Relaxed) {
+    // Nothing is evicted on a replica, while loading, or while CLIENT PAUSE holds clients back
+    // (the dataset stays as it is, as in Redis).
+    if engine.repl.master.is_some()
+        || shared.loading.load(Ordering::Relaxed)
+        || shared.client_pause.at(super::now_ms()).is_some()
+    {
         return Outcome::Ok;
     }
     let (policy, samples, unlink, limit) = {

@@ -18,6 +18,7 @@ pub mod alloc;
 pub mod evict;
 pub mod memory;
 pub mod notify;
+pub mod pause;
 pub mod propagate;
 pub mod pubsub;
 pub mod repl;

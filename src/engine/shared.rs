@@ -553,6 +553,8 @@ pub struct Shared {
     pub repl_acked: Notify,
     /// SLOWLOG's entries and settings (`slowlog-log-slower-than`, `slowlog-max-len`).
     pub slowlog: super::slowlog::SlowLog,
+    /// CLIENT PAUSE in force, if any.
+    pub client_pause: super::pause::ClientPause,
     /// Bumped by REPLICAOF: the replica-link supervisor (server/) restarts its link.
     pub repl_target: tokio::sync::watch::Sender<u64>,
 }
@@ -607,6 +609,7 @@ impl Shared {
             repl_fed: tokio::sync::watch::channel(0).0,
             repl_acked: Notify::new(),
             slowlog: Default::default(),
+            client_pause: Default::default(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
         shared.mirror_write_config(&shared.config());

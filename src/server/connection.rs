@@ -129,6 +129,8 @@ pub async fn serve(
     let mut resume = false;
     // CLIENT REPLY silenced the WAIT whose answer comes after the batch.
     let mut wait_silenced = false;
+    // A CLIENT PAUSE holds back the next request (`Some(it may write)`).
+    let mut pause_wait: Option<bool> = None;
     // A protocol error found after requests that a paused batch has not executed yet.
     let mut deferred_error = None;
     // The peer closed its side while we were writing: no more reads.
@@ -148,6 +150,17 @@ pub async fn serve(
     'conn: loop {
         // Whether this round ran a pipelined batch (more than one request): see the write.
         let mut pipelined = false;
+        if let Some(write) = pause_wait.take() {
+            // Redis's postponed client: counted as blocked until the pause lets it go.
+            handle.blocked.store(true, Ordering::Relaxed);
+            shared
+                .client_pause
+                .wait(write, || {
+                    handle.killed.load(Ordering::Relaxed) || stopping(&handle, &shutdown)
+                })
+                .await;
+            handle.blocked.store(false, Ordering::Relaxed);
+        }
         // ---- read --------------------------------------------------------------------------
         let gen = shared.config_gen.load(Ordering::Acquire);
         if gen != config_gen {
@@ -283,6 +296,16 @@ pub async fn serve(
                             );
                         }
                         let argv = requests.get(i);
+                        // CLIENT PAUSE: the command waits, after the replies before it are
+                        // written, with no lock held (below, at the top of the next round).
+                        if let Some(kind) = shared.client_pause.at(now) {
+                            let write = commands::may_write(&client, argv);
+                            if write || kind == crate::engine::pause::Paused::All {
+                                pause_wait = Some(write);
+                                paused = true;
+                                break;
+                            }
+                        }
                         let Some(reply) = engine.dispatch(&shared, &mut client, argv, now) else {
                             // Shut down while this batch changed locks: as above.
                             shut_down_now = true;

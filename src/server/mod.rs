@@ -614,8 +614,15 @@ async fn cron(shared: Arc<Shared>) {
             }
             // A replica never expires keys itself: its primary sends the DELs (as in Redis).
             let is_replica = engine.repl.master.is_some();
+            // Nor while CLIENT PAUSE holds clients back: the dataset stays as it is.
+            let paused = shared.client_pause.at(now).is_some();
             let mut expired = 0;
-            for db in engine.store.dbs.iter_mut().filter(|_| !is_replica) {
+            for db in engine
+                .store
+                .dbs
+                .iter_mut()
+                .filter(|_| !is_replica && !paused)
+            {
                 db.now_ms = now;
                 expired += db.active_expire(2000);
             }
