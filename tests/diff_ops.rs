@@ -53,6 +53,17 @@ fn parse(buf: &[u8], at: &mut usize) -> Value {
     }
 }
 
+/// Sends each command to both servers and requires the same reply bytes.
+fn same_replies(mine: &mut RawConn, theirs: &mut RawConn, script: &[&[&str]]) {
+    for argv in script {
+        assert_eq!(
+            String::from_utf8_lossy(&mine.cmd_str(argv)),
+            String::from_utf8_lossy(&theirs.cmd_str(argv)),
+            "{argv:?}"
+        );
+    }
+}
+
 /// One entry without its server-specific fields: (arguments, name).
 type Logged = (Vec<String>, String);
 
@@ -150,28 +161,26 @@ fn slowlog_entries_are_redis_entries() {
     assert_eq!(mset[2], format!("{}... (72 more bytes)", "v".repeat(128)));
     assert_eq!(mset[31], "... (12 more arguments)");
 
-    for argv in [
-        &["SLOWLOG", "GET", "-2"][..],
-        &["SLOWLOG", "GET", "x"],
-        &["SLOWLOG", "get", "1", "2"],
-        &["SLOWLOG", "LEN", "1"],
-        &["SLOWLOG", "nosuch"],
-        &["SLOWLOG", "HELP"],
-        &["SLOWLOG"],
-        &["CONFIG", "SET", "slowlog-log-slower-than", "-2"],
-        &["CONFIG", "SET", "slowlog-max-len", "-1"],
-        &["CONFIG", "SET", "slowlog-max-len", "2"],
-        &["CONFIG", "GET", "slowlog-max-len"],
-        &["SLOWLOG", "LEN"],
-        &["SET", "z", "1"],
-        &["SLOWLOG", "LEN"],
-    ] {
-        assert_eq!(
-            String::from_utf8_lossy(&mine.cmd_str(argv)),
-            String::from_utf8_lossy(&theirs.cmd_str(argv)),
-            "{argv:?}"
-        );
-    }
+    same_replies(
+        &mut mine,
+        &mut theirs,
+        &[
+            &["SLOWLOG", "GET", "-2"][..],
+            &["SLOWLOG", "GET", "x"],
+            &["SLOWLOG", "get", "1", "2"],
+            &["SLOWLOG", "LEN", "1"],
+            &["SLOWLOG", "nosuch"],
+            &["SLOWLOG", "HELP"],
+            &["SLOWLOG"],
+            &["CONFIG", "SET", "slowlog-log-slower-than", "-2"],
+            &["CONFIG", "SET", "slowlog-max-len", "-1"],
+            &["CONFIG", "SET", "slowlog-max-len", "2"],
+            &["CONFIG", "GET", "slowlog-max-len"],
+            &["SLOWLOG", "LEN"],
+            &["SET", "z", "1"],
+            &["SLOWLOG", "LEN"],
+        ],
+    );
 }
 
 /// Only commands at least as slow as the threshold are logged: DEBUG SLEEP 0.05 is, at 20 ms,
@@ -388,23 +397,21 @@ fn client_pause_holds_back_what_redis_holds_back() {
     let ours = common::start_with(&[]);
     let mut theirs = real.raw();
     let mut admin = ours.raw();
-    for argv in [
-        &["CLIENT", "PAUSE", "x"][..],
-        &["CLIENT", "PAUSE", "-1"],
-        &["CLIENT", "PAUSE", "10", "foo"],
-        &["CLIENT", "PAUSE", "x", "foo"],
-        &["CLIENT", "PAUSE", "10", "write", "extra"],
-        &["CLIENT", "PAUSE"],
-        &["CLIENT", "UNPAUSE", "x"],
-        &["CLIENT", "PAUSE", "0"],
-        &["CLIENT", "UNPAUSE"],
-    ] {
-        assert_eq!(
-            String::from_utf8_lossy(&admin.cmd_str(argv)),
-            String::from_utf8_lossy(&theirs.cmd_str(argv)),
-            "{argv:?}"
-        );
-    }
+    same_replies(
+        &mut admin,
+        &mut theirs,
+        &[
+            &["CLIENT", "PAUSE", "x"][..],
+            &["CLIENT", "PAUSE", "-1"],
+            &["CLIENT", "PAUSE", "10", "foo"],
+            &["CLIENT", "PAUSE", "x", "foo"],
+            &["CLIENT", "PAUSE", "10", "write", "extra"],
+            &["CLIENT", "PAUSE"],
+            &["CLIENT", "UNPAUSE", "x"],
+            &["CLIENT", "PAUSE", "0"],
+            &["CLIENT", "UNPAUSE"],
+        ],
+    );
 
     let addr = ours.addr;
     let timed = move |argv: &'static [&'static str]| {
