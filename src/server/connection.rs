@@ -314,7 +314,7 @@ pub async fn serve(
                         drain_pushes(&handle, &mut outbuf);
                         if !client.reply_mode.silences() {
                             outbuf.push_reply(&reply, client.proto);
-                        } else if client.action.is_some() {
+                        } else if matches!(client.action, Some(Action::Wait { .. })) {
                             // WAIT answers later: silenced too.
                             wait_silenced = true;
                         }
