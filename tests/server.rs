@@ -17,6 +17,41 @@ fn ping_echo_and_pipelining() {
     assert_eq!(c.read_reply(), b"+PONG\r\n");
 }
 
+fn stats_field(c: &mut common::RawConn, name: &str) -> f64 {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {info}"))
+}
+
+/// INFO's instantaneous rates (they were a constant 0): under a load of pipelined PINGs they
+/// show it, and once the load stops they fall back to 0 within the 1.6 s the samples span.
+#[test]
+fn instantaneous_rates_follow_the_load() {
+    let s = start_server();
+    let mut c = s.raw();
+    let mut load = s.raw();
+    let batch: Vec<u8> = b"PING\r\n".repeat(100);
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    while started.elapsed() < std::time::Duration::from_millis(1200) {
+        load.send_raw(&batch);
+        for _ in 0..100 {
+            assert_eq!(load.read_reply(), b"+PONG\r\n");
+        }
+        sent += 100;
+    }
+    let ops = stats_field(&mut c, "instantaneous_ops_per_sec");
+    let rate = sent as f64 / started.elapsed().as_secs_f64();
+    assert!(ops > rate / 10.0, "{ops} ops/s reported, {rate:.0} sent");
+    assert!(stats_field(&mut c, "instantaneous_input_kbps") > 0.0);
+    assert!(stats_field(&mut c, "instantaneous_output_kbps") > 0.0);
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    // Only this connection's INFO commands remain: a few a second.
+    assert!(stats_field(&mut c, "instantaneous_ops_per_sec") < 10.0);
+}
+
 #[test]
 fn protocol_error_replies_then_closes() {
     let s = start_server();

@@ -17,6 +17,7 @@ use crate::store::db::Store;
 pub mod alloc;
 pub mod evict;
 pub mod memory;
+pub mod metrics;
 pub mod notify;
 pub mod pause;
 pub mod propagate;

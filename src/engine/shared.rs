@@ -555,6 +555,8 @@ pub struct Shared {
     pub slowlog: super::slowlog::SlowLog,
     /// CLIENT PAUSE in force, if any.
     pub client_pause: super::pause::ClientPause,
+    /// INFO's instantaneous rates, sampled by the cron.
+    pub instantaneous: Mutex<super::metrics::Instantaneous>,
     /// Bumped by REPLICAOF: the replica-link supervisor (server/) restarts its link.
     pub repl_target: tokio::sync::watch::Sender<u64>,
 }
@@ -610,6 +612,7 @@ impl Shared {
             repl_acked: Notify::new(),
             slowlog: Default::default(),
             client_pause: Default::default(),
+            instantaneous: Default::default(),
             repl_target: tokio::sync::watch::channel(0).0,
         });
         shared.mirror_write_config(&shared.config());

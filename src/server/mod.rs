@@ -631,6 +631,7 @@ async fn cron(shared: Arc<Shared>) {
             }
             // `used_memory_peak` is sampled here as well as wherever `used_memory` is read.
             crate::engine::memory::used_memory();
+            sample_instantaneous(&shared, &engine, now);
             // Over `maxmemory`, eviction goes on between commands too (Redis's eviction timer).
             let evicted_before = shared.stats.evicted_keys.load(Ordering::Relaxed);
             crate::engine::evict::perform(&shared, &mut engine);
@@ -661,6 +662,30 @@ async fn cron(shared: Arc<Shared>) {
         crate::persistence::cron(&shared);
         crate::persistence::aof::cron(&shared);
     }
+}
+/// INFO's instantaneous rates (`engine::metrics`): a sample every 100 ms, or every cron tick
+/// when `hz` is below 10, as Redis's `run_with_period(100)` takes them.
+fn sample_instantaneous(shared: &Shared, engine: &crate::engine::Engine, now_ms: u64) {
+    let mut m = shared
+        .instantaneous
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    // A tick a little early still samples: the rate divides by the real time elapsed.
+    if now_ms.saturating_sub(m.last_ms()) + 10 < crate::engine::metrics::PERIOD_MS {
+        return;
+    }
+    let commands = engine.stats.iter().map(|c| c.calls).sum::<u64>()
+        + engine
+            .shared_stats
+            .iter()
+            .map(|c| c.calls.load(Ordering::Relaxed))
+            .sum::<u64>();
+    m.sample(
+        now_ms,
+        commands,
+        shared.stats.net_input_bytes.load(Ordering::Relaxed),
+        shared.stats.net_output_bytes.load(Ordering::Relaxed),
+    );
 }
 
 /// The `timeout` directive, as Redis's `clientsCronHandleTimeout`: a client that neither sent nor
