@@ -463,3 +463,100 @@ fn client_pause_holds_back_what_redis_holds_back() {
     assert!(took >= std::time::Duration::from_millis(200), "{took:?}");
     assert_eq!(admin.cmd_str(&["GET", "a"]), b"$1\r\n2\r\n");
 }
+
+fn keyspace_stats(c: &mut RawConn) -> (i64, i64) {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).into_owned();
+    let field = |name: &str| -> i64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    (field("keyspace_hits"), field("keyspace_misses"))
+}
+
+/// INFO `keyspace_hits` and `keyspace_misses` (a constant 0 before) move as redis-server's do,
+/// command by command: reads count, writes do not, whichever path ran the read here (pipelined
+/// reads take the shared lock); CONFIG RESETSTAT clears them.
+#[test]
+fn keyspace_hits_and_misses_count_as_redis_counts() {
+    let real = common::redis::RealRedis::start(&[]);
+    let ours = common::start_with(&[]);
+    let script: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["GET", "a"],
+        &["GET", "nosuch"],
+        &["MGET", "a", "nosuch", "a"],
+        &["EXISTS", "a", "nosuch"],
+        &["TYPE", "a"],
+        &["TYPE", "nosuch"],
+        &["TTL", "a"],
+        &["PTTL", "nosuch"],
+        &["STRLEN", "a"],
+        &["GETRANGE", "a", "0", "1"],
+        &["SET", "b", "2", "GET"],
+        &["SET", "b", "3", "GET"],
+        &["GETSET", "a", "5"],
+        &["GETDEL", "b"],
+        &["GETEX", "a"],
+        &["GETEX", "nosuch"],
+        &["APPEND", "a", "x"],
+        &["INCR", "n"],
+        &["INCRBYFLOAT", "f", "1.5"],
+        &["OBJECT", "ENCODING", "n"],
+        &["DUMP", "n"],
+        &["DUMP", "nosuch"],
+        &["PFADD", "h", "x"],
+        &["PFCOUNT", "h"],
+        &["PFCOUNT", "h", "h2"],
+        &["MULTI"],
+        &["GET", "n"],
+        &["GET", "zz"],
+        &["EXEC"],
+        &["RENAME", "n", "m"],
+        &["COPY", "m", "m2"],
+        &["MOVE", "m2", "1"],
+        &["SETNX", "q", "1"],
+        &["SETRANGE", "q", "0", "x"],
+        &["EXPIRE", "q", "100"],
+        &["PERSIST", "q"],
+        &["TOUCH", "q", "zz"],
+        &["MSETNX", "x", "1", "y", "2"],
+        &["MEMORY", "USAGE", "q"],
+        &["SUBSTR", "q", "0", "1"],
+        &["DEL", "a", "zz"],
+        &["SCAN", "0"],
+        &["DBSIZE"],
+    ];
+    let mut theirs = real.raw();
+    let mut mine = ours.raw();
+    // INFO from connections of their own (the script's opens a transaction).
+    let (mut their_info, mut my_info) = (real.raw(), ours.raw());
+    for argv in script {
+        theirs.cmd_str(argv);
+        mine.cmd_str(argv);
+        assert_eq!(
+            keyspace_stats(&mut my_info),
+            keyspace_stats(&mut their_info),
+            "after {argv:?}"
+        );
+    }
+    // Pipelined reads: a batch the shared lock runs here.
+    let mut batch = Vec::new();
+    for key in ["q", "nosuch", "x", "y", "zz"] {
+        batch.extend(common::encode_command(&[b"GET", key.as_bytes()]));
+    }
+    batch.extend(common::encode_command(&[b"EXISTS", b"q", b"nope"]));
+    for c in [&mut theirs, &mut mine] {
+        c.send_raw(&batch);
+        for _ in 0..6 {
+            c.read_reply();
+        }
+    }
+    assert_eq!(
+        keyspace_stats(&mut my_info),
+        keyspace_stats(&mut their_info)
+    );
+    assert_eq!(mine.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    assert_eq!(keyspace_stats(&mut my_info), (0, 0));
+}

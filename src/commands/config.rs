@@ -151,11 +151,15 @@ fn config_resetstat(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         &s.evicted_keys,
         &s.net_input_bytes,
         &s.net_output_bytes,
+        &s.keyspace_hits,
+        &s.keyspace_misses,
     ] {
         c.store(0, Ordering::Relaxed);
     }
     for db in ctx.store.dbs.iter_mut() {
         db.lazy_expired = 0;
+        db.keyspace_hits = 0;
+        db.keyspace_misses = 0;
     }
     Ok(Reply::ok())
 }

@@ -172,6 +172,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             let s = &shared.stats;
             let (tracking_keys, tracking_items, tracking_prefixes) = ctx.pubsub.tracking.totals();
             let total_commands: u64 = ctx.command_stats().iter().map(|c| c.calls).sum();
+            let hits = s.keyspace_hits.load(Ordering::Relaxed)
+                + ctx.store.dbs.iter().map(|d| d.keyspace_hits).sum::<u64>();
+            let misses = s.keyspace_misses.load(Ordering::Relaxed)
+                + ctx.store.dbs.iter().map(|d| d.keyspace_misses).sum::<u64>();
             let (ops, (kbps_in, kbps_out)) = {
                 let m = shared
                     .instantaneous
@@ -181,7 +185,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             };
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{ops}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{kbps_in:.2}\r\ninstantaneous_output_kbps:{kbps_out:.2}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{ops}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{kbps_in:.2}\r\ninstantaneous_output_kbps:{kbps_out:.2}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 total_commands,
                 s.net_input_bytes.load(Ordering::Relaxed),

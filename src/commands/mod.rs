@@ -654,6 +654,10 @@ pub struct ClientState {
     pub cmd_clock: Option<u64>,
     /// CLIENT REPLY: whether replies reach this client (pushes always do, as in Redis 7).
     pub reply_mode: ReplyMode,
+    /// Read lookups of the shared path that hit and missed, added to INFO's totals after the
+    /// batch (`Stats::keyspace_hits`), so that no core writes a shared line per read.
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
     /// The BF.EXISTS items of the current stretch of a batch whose probes [`prefetch_keys`]
     /// prefetched, so the command does not prefetch them again.
     pub prefetched: PrefetchedItems,
@@ -732,6 +736,8 @@ impl ClientState {
             after_reply: bytes::BytesMut::new(),
             cmd_clock: None,
             reply_mode: ReplyMode::On,
+            keyspace_hits: 0,
+            keyspace_misses: 0,
             prefetched: PrefetchedItems::default(),
             shared_write_backoff: 0,
             stream_scratch: Vec::new(),

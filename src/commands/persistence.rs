@@ -93,7 +93,8 @@ fn dump_cmd(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let compression = ctx.config().rdbcompression;
     let db = ctx.db();
     // RedisBloom compresses a t-digest when saving it, visibly (TDIGEST.INFO), but as no write.
-    if let Some(Value::TDigest(_)) = db.lookup(&argv[1]) {
+    // A look that counts no keyspace hit: the one below is DUMP's read.
+    if let Some(Value::TDigest(_)) = db.lookup_quiet(&argv[1]) {
         if let Some(v) = db.lookup_mut_unsignalled(&argv[1]) {
             v.prepare_for_save();
         }

@@ -648,6 +648,10 @@ fn try_shared(
                 return Attempt::Rerun;
             }
         };
+        // Counted only now: a command that deferred is counted by its rerun.
+        let (hits, misses) = view.keyspace_counts();
+        client.keyspace_hits += u64::from(hits);
+        client.keyspace_misses += u64::from(misses);
         if view.writes() != 0 {
             // Into the write stream while the key's stripe is still held, so that one key's writes
             // enter it in the order they were made (`engine::propagate`). Every shared write
@@ -928,6 +932,7 @@ fn exec_reads(
     let clocked = shared.slowlog.enabled();
     let mut began = since;
     let mut slow: smallvec::SmallVec<[(usize, u64); 2]> = smallvec::SmallVec::new();
+    let counts;
     {
         let mut view = db.shared_view(
             &engine.store.stripes,
@@ -954,11 +959,15 @@ fn exec_reads(
                 }
             }
         }
+        counts = view.keyspace_counts();
     }
     drop(keys);
     for (position, nanos) in slow {
         super::log_slow(shared, client, &queue[position].argv, nanos);
     }
+    let (hits, misses) = counts;
+    client.keyspace_hits += u64::from(hits);
+    client.keyspace_misses += u64::from(misses);
     // One clock read for the whole transaction: EXEC's time is all of it, as on the exclusive
     // path, and each command's share of it an equal part (those run back to back, as a
     // run's calls do).

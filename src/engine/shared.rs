@@ -261,6 +261,10 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     /// Keys deleted by `maxmemory` eviction (INFO `evicted_keys`).
     pub evicted_keys: AtomicU64,
+    /// INFO `keyspace_hits` and `keyspace_misses` of the shared path (the exclusive path's are
+    /// each database's).
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub net_repl_input_bytes: AtomicU64,

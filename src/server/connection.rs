@@ -370,6 +370,14 @@ pub async fn serve(
                 if std::mem::take(&mut client.fed_replicas) {
                     super::replica::wake_replicas(&shared);
                 }
+                // The shared path's read lookups, into INFO's totals once a batch.
+                if client.keyspace_hits | client.keyspace_misses != 0 {
+                    let stats = &shared.stats;
+                    let hits = std::mem::take(&mut client.keyspace_hits);
+                    let misses = std::mem::take(&mut client.keyspace_misses);
+                    stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+                    stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+                }
                 if shut_down_now {
                     requests.clear();
                     close_after = true;

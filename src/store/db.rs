@@ -279,6 +279,10 @@ pub struct SharedDb<'a> {
     held_more: Option<Vec<(usize, StripeGuard<'a>)>>,
     /// Writes made, for `dirty` ([`SharedDb::wrote`]).
     writes: u64,
+    /// Read lookups that found their key, and that did not (INFO `keyspace_hits`/`misses`),
+    /// counted by the caller once the command is answered here ([`SharedDb::keyspace_counts`]).
+    hits: u32,
+    misses: u32,
     /// Keys added ([`SharedVacancy::insert`]) and removed ([`SharedDb::delete_keys`]), for the
     /// table's key count.
     inserted: usize,
@@ -918,7 +922,19 @@ impl SharedDb<'_> {
             self.deferred = true;
             return None;
         }
-        self.db.table.find(h, key)
+        let found = self.db.table.find(h, key);
+        if found.is_some() {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        found
+    }
+
+    /// The read lookups that found their key, and that did not, for INFO `keyspace_hits` and
+    /// `keyspace_misses` (as [`Db::lookup_entry`] counts the exclusive path's).
+    pub fn keyspace_counts(&self) -> (u32, u32) {
+        (self.hits, self.misses)
     }
 }
 
@@ -1197,6 +1213,10 @@ pub struct Db {
     /// ([`Store::db`] folds them in): added once per batch, on a line of its own.
     pub shared_dirty: SharedCount,
     /// Record keys deleted by expiry in `expired_log` (on while the write stream has consumers).
+    /// Read lookups that found their key, and that did not (INFO `keyspace_hits` and
+    /// `keyspace_misses`; the shared path counts its own in its clients).
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
     pub log_expired: bool,
     /// Keys deleted by lazy or active expiry or by eviction, oldest first, with the command that
     /// propagates each (`DEL`, or `UNLINK` for an eviction under `lazyfree-lazy-eviction`), until
@@ -1334,6 +1354,8 @@ impl Db {
             held: None,
             held_more: None,
             writes: 0,
+            hits: 0,
+            misses: 0,
             inserted: 0,
             removed: 0,
             write_config: None,
@@ -1557,13 +1579,25 @@ impl Db {
         self.get(key).map(|e| e.set_access(bits)).is_some()
     }
 
+    /// A read lookup (Redis's `lookupKeyRead`): reclaims a due key, raises `keymiss`, and counts
+    /// INFO's `keyspace_hits` or `keyspace_misses`.
     #[inline]
     fn lookup_entry(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.expire_if_due(key);
-        if self.notify_flags & events::KEY_MISS != 0 && !self.has(key) {
-            self.notify(events::KEY_MISS, "keymiss", key);
+        let h = self.hash(key);
+        self.expire_if_due_h(h, key);
+        // One probe: the counters are other fields than the table the entry borrows.
+        let found = self.table.find(h, key);
+        if found.is_some() {
+            self.keyspace_hits += 1;
+        } else {
+            self.keyspace_misses += 1;
+            let f = self.notify_flags;
+            if f & events::KEY_MISS != 0 && f & (events::KEYSPACE | events::KEYEVENT) != 0 {
+                self.events
+                    .push((events::KEY_MISS, "keymiss", Bytes::copy_from_slice(key)));
+            }
         }
-        self.get(key)
+        found
     }
 
     /// Read lookup that raises no key-miss event (Redis's LOOKUP_NONOTIFY, used where a command
@@ -1653,9 +1687,16 @@ impl Db {
         unshare: impl FnOnce(&Value) -> bool,
     ) -> Option<&mut Value> {
         self.expire_if_due(key);
-        if notify_miss && self.notify_flags & events::KEY_MISS != 0 && !self.has(key) {
-            self.notify(events::KEY_MISS, "keymiss", key);
-            return None;
+        // A read's lookup (PFCOUNT of one key): counted as `lookup_entry` counts.
+        if notify_miss {
+            if !self.has(key) {
+                self.keyspace_misses += 1;
+                if self.notify_flags & events::KEY_MISS != 0 {
+                    self.notify(events::KEY_MISS, "keymiss", key);
+                }
+                return None;
+            }
+            self.keyspace_hits += 1;
         }
         let e = self.get_mut(key)?;
         e.touch();
