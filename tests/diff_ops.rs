@@ -381,11 +381,7 @@ fn swapdb_answers_as_redis_and_survives_a_restart() {
 }
 
 fn int_field(c: &mut RawConn, name: &str) -> i64 {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "clients"])).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in {info}"))
+    common::info_number(c, "clients", name) as i64
 }
 
 /// CLIENT PAUSE and UNPAUSE: the same errors as redis-server; under WRITE a read runs and a
@@ -465,14 +461,10 @@ fn client_pause_holds_back_what_redis_holds_back() {
 }
 
 fn keyspace_stats(c: &mut RawConn) -> (i64, i64) {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).into_owned();
-    let field = |name: &str| -> i64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {info}"))
-    };
-    (field("keyspace_hits"), field("keyspace_misses"))
+    (
+        common::info_number(c, "stats", "keyspace_hits") as i64,
+        common::info_number(c, "stats", "keyspace_misses") as i64,
+    )
 }
 
 /// INFO `keyspace_hits` and `keyspace_misses` (a constant 0 before) move as redis-server's do,

@@ -18,11 +18,7 @@ fn ping_echo_and_pipelining() {
 }
 
 fn stats_field(c: &mut common::RawConn, name: &str) -> f64 {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in {info}"))
+    common::info_number(c, "stats", name)
 }
 
 /// INFO's instantaneous rates (they were a constant 0): under a load of pipelined PINGs they

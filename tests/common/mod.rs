@@ -139,12 +139,22 @@ pub fn free_port() -> u16 {
 
 /// A field of `INFO persistence` ("" when absent).
 pub fn persistence_field(c: &mut RawConn, field: &str) -> String {
-    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "persistence"])).into_owned();
+    info_field(c, "persistence", field).unwrap_or_default()
+}
+
+/// A field of an INFO section, if the section has it.
+pub fn info_field(c: &mut RawConn, section: &str, field: &str) -> Option<String> {
+    let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", section])).into_owned();
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
+        .map(|v| v.trim().to_string())
+}
+
+/// A numeric field of an INFO section; panics, naming it, when absent or not a number.
+pub fn info_number(c: &mut RawConn, section: &str, field: &str) -> f64 {
+    info_field(c, section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {field} in INFO {section}"))
 }
 
 /// Waits (bounded) until a freshly started server is done loading its data (`-LOADING` until then).
