@@ -289,20 +289,14 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
 /// function VM, so their figures are 0.
 fn memory_section(ctx: &mut Ctx) -> String {
     use crate::engine::memory;
-    let used = memory::used_memory();
-    let peak = memory::peak().max(used);
-    let rss = memory::rss_bytes();
-    let o = memory::overhead(ctx.shared, ctx.repl);
-    let overhead = o.total();
-    let dataset = used.saturating_sub(overhead);
-    let net = used.saturating_sub(o.startup).max(1);
+    let r = memory::report(ctx.shared, ctx.repl, ctx.store);
+    let o = &r.overhead;
+    let (used, rss, peak) = (r.used, r.rss, r.peak);
+    let (overhead, dataset) = (r.overhead_total(), r.dataset());
     let (maxmemory, policy) = {
         let c = ctx.config();
         (c.maxmemory, c.maxmemory_policy.clone())
     };
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    let diff = |a: u64, b: u64| a as i64 - b as i64;
-    let (allocated, active, resident) = (used, rss, rss);
     let system = memory::total_system_memory();
     use std::fmt::Write as _;
     let mut out = String::with_capacity(2048);
@@ -314,7 +308,7 @@ fn memory_section(ctx: &mut Ctx) -> String {
          used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\n\
          used_memory_overhead:{overhead}\r\nused_memory_startup:{}\r\n\
          used_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\n\
-         allocator_allocated:{allocated}\r\nallocator_active:{active}\r\nallocator_resident:{resident}\r\n\
+         allocator_allocated:{used}\r\nallocator_active:{rss}\r\nallocator_resident:{rss}\r\n\
          total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
          used_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\n\
          used_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\n\
@@ -323,8 +317,8 @@ fn memory_section(ctx: &mut Ctx) -> String {
          used_memory_scripts_human:0B\r\n\
          maxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\n\
          allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\n\
-         allocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\n\
-         rss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\n\
+         allocator_rss_ratio:1.00\r\nallocator_rss_bytes:0\r\n\
+         rss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\n\
          mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\n\
          mem_not_counted_for_evict:{}\r\nmem_replication_backlog:{}\r\n\
          mem_total_replication_buffers:{}\r\nmem_clients_slaves:{}\r\n\
@@ -334,19 +328,15 @@ fn memory_section(ctx: &mut Ctx) -> String {
         human(used),
         human(rss),
         human(peak),
-        used as f64 * 100.0 / peak.max(1) as f64,
+        r.peak_percentage(),
         o.startup,
-        dataset as f64 * 100.0 / net as f64,
+        r.dataset_percentage(),
         human(system),
         human(maxmemory),
-        ratio(active, allocated),
-        diff(active, allocated),
-        ratio(resident, active),
-        diff(resident, active),
-        ratio(rss, resident),
-        diff(rss, resident),
-        ratio(rss, used),
-        diff(rss, used),
+        r.fragmentation(),
+        r.fragmentation_bytes(),
+        r.fragmentation(),
+        r.fragmentation_bytes(),
         o.not_counted,
         o.replication_backlog,
         o.replication_buffers,

@@ -409,86 +409,9 @@ fn memory_usage(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     }
 }
 
-/// The figures MEMORY STATS and MEMORY DOCTOR share (Redis's `getMemoryOverheadData`): the
-/// breakdown of `engine::memory`, each database's table overheads, and the ratios Redis derives
-/// with libc malloc, where the allocator's own figures are `used_memory` and the RSS.
-struct MemoryReport {
-    used: u64,
-    peak: u64,
-    rss: u64,
-    overhead: crate::engine::memory::Overhead,
-    /// (database, key tables, expiry queues) of each database holding keys.
-    dbs: Vec<(usize, u64, u64)>,
-    keys: u64,
-    clients: u64,
-    replicas: u64,
-}
-
-impl MemoryReport {
-    fn now(ctx: &mut Ctx) -> MemoryReport {
-        use crate::engine::memory;
-        let used = memory::used_memory();
-        let overhead = memory::overhead(ctx.shared, ctx.repl);
-        let mut dbs = Vec::new();
-        let mut keys = 0;
-        for (i, db) in ctx.store.dbs.iter_mut().enumerate() {
-            if db.is_empty() {
-                continue;
-            }
-            keys += db.len() as u64;
-            let (main, expires) = db.overhead_bytes();
-            dbs.push((i, main as u64, expires as u64));
-        }
-        let replicas = ctx.repl.replicas.len() as u64;
-        MemoryReport {
-            used,
-            peak: memory::peak().max(used),
-            rss: memory::rss_bytes(),
-            overhead,
-            dbs,
-            keys,
-            clients: (ctx.shared.clients().len() as u64).saturating_sub(replicas),
-            replicas,
-        }
-    }
-
-    /// `overhead.total`: the overhead of INFO's `used_memory_overhead` plus the tables.
-    fn overhead_total(&self) -> u64 {
-        self.overhead.total() + self.dbs.iter().map(|&(_, m, e)| m + e).sum::<u64>()
-    }
-
-    fn dataset(&self) -> u64 {
-        self.used.saturating_sub(self.overhead_total())
-    }
-
-    /// `used_memory` less the startup figure, at least 1 (Redis's `net_usage`).
-    fn net(&self) -> u64 {
-        self.used.saturating_sub(self.overhead.startup).max(1)
-    }
-
-    /// Redis computes its ratios in single precision; so does this, so the digits look alike.
-    fn ratio(a: u64, b: u64) -> f64 {
-        if b == 0 {
-            0.0
-        } else {
-            f64::from(a as f32 / b as f32)
-        }
-    }
-
-    /// RSS over `used_memory`: the allocator's fragmentation and the total's, which are one
-    /// figure with libc malloc.
-    fn fragmentation(&self) -> f64 {
-        Self::ratio(self.rss, self.used)
-    }
-
-    fn fragmentation_bytes(&self) -> i64 {
-        self.rss as i64 - self.used as i64
-    }
-}
-
 /// MEMORY STATS, as Redis 7.0 lists it: the same keys in the same order (a map in RESP3).
 fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let r = MemoryReport::now(ctx);
+    let r = crate::engine::memory::report(ctx.shared, ctx.repl, ctx.store);
     let o = &r.overhead;
     let int = |v: u64| Reply::Int(v as i64);
     let mut fields: Vec<(Reply, Reply)> = vec![
@@ -523,16 +446,16 @@ fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
         (Reply::bulk_str("keys.count"), int(r.keys)),
         (
             Reply::bulk_str("keys.bytes-per-key"),
-            int(r.net().checked_div(r.keys).unwrap_or(0)),
+            int(r.bytes_per_key()),
         ),
         (Reply::bulk_str("dataset.bytes"), int(r.dataset())),
         (
             Reply::bulk_str("dataset.percentage"),
-            Reply::Double(f64::from(r.dataset() as f32 * 100.0 / r.net() as f32)),
+            Reply::Double(r.dataset_percentage()),
         ),
         (
             Reply::bulk_str("peak.percentage"),
-            Reply::Double(f64::from(r.used as f32 * 100.0 / r.peak.max(1) as f32)),
+            Reply::Double(r.peak_percentage()),
         ),
         (Reply::bulk_str("allocator.allocated"), int(r.used)),
         (Reply::bulk_str("allocator.active"), int(r.rss)),
@@ -559,12 +482,12 @@ fn memory_stats(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 /// thresholds. With libc malloc the allocator's fragmentation is the total's, and its RSS
 /// ratios are 1, so those two findings never show; there is no script cache.
 fn memory_doctor(ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
-    let r = MemoryReport::now(ctx);
+    let r = crate::engine::memory::report(ctx.shared, ctx.repl, ctx.store);
     let text = doctor_report(&r);
     Ok(Reply::Verbatim(Bytes::from(text)))
 }
 
-fn doctor_report(r: &MemoryReport) -> String {
+fn doctor_report(r: &crate::engine::memory::Report) -> String {
     const MB: u64 = 1 << 20;
     if r.used < 5 * MB {
         return "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n".to_string();
@@ -778,10 +701,10 @@ fn memory_help(_ctx: &mut Ctx, _argv: &[Bytes]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::Overhead;
+    use crate::engine::memory::{Overhead, Report};
 
-    fn report(used: u64, peak: u64, rss: u64) -> MemoryReport {
-        MemoryReport {
+    fn report(used: u64, peak: u64, rss: u64) -> Report {
+        Report {
             used,
             peak,
             rss,

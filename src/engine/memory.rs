@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::alloc;
 use super::repl::ReplState;
 use super::shared::Shared;
+use crate::store::db::Store;
 
 /// `used_memory_startup`: `used_memory` once the server was configured and listening, before any
 /// data was loaded ([`note_startup`]).
@@ -146,6 +147,103 @@ pub fn overhead(shared: &Shared, repl: &ReplState) -> Overhead {
         clients_normal,
         aof_buffer: aof_buffer(shared),
         not_counted: not_counted(shared, repl),
+    }
+}
+
+/// Everything INFO memory, MEMORY STATS and MEMORY DOCTOR report, taken at once (Redis's
+/// `getMemoryOverheadData`, which all three read): the breakdown, each database's table
+/// overheads, and the ratios Redis derives with libc malloc, where the allocator's own figures
+/// are `used_memory` and the RSS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub used: u64,
+    pub peak: u64,
+    pub rss: u64,
+    pub overhead: Overhead,
+    /// (database, key tables, expiry queues) of each database holding keys.
+    pub dbs: Vec<(usize, u64, u64)>,
+    pub keys: u64,
+    /// Connections that are not replicas, and replicas.
+    pub clients: u64,
+    pub replicas: u64,
+}
+
+/// The [`Report`] now (walks the clients, and each database's tables: for INFO and MEMORY, not
+/// for every command).
+pub fn report(shared: &Shared, repl: &ReplState, store: &mut Store) -> Report {
+    let used = used_memory();
+    let mut dbs = Vec::new();
+    let mut keys = 0;
+    for (i, db) in store.dbs.iter_mut().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        keys += db.len() as u64;
+        let (main, expires) = db.overhead_bytes();
+        dbs.push((i, main as u64, expires as u64));
+    }
+    let replicas = repl.replicas.len() as u64;
+    Report {
+        used,
+        peak: peak().max(used),
+        rss: rss_bytes(),
+        overhead: overhead(shared, repl),
+        dbs,
+        keys,
+        clients: (shared.clients().len() as u64).saturating_sub(replicas),
+        replicas,
+    }
+}
+
+impl Report {
+    /// `used_memory_overhead` / `overhead.total`: the buffers and the keyspace's tables.
+    pub fn overhead_total(&self) -> u64 {
+        self.overhead.total() + self.dbs.iter().map(|&(_, m, e)| m + e).sum::<u64>()
+    }
+
+    /// `used_memory_dataset` / `dataset.bytes`.
+    pub fn dataset(&self) -> u64 {
+        self.used.saturating_sub(self.overhead_total())
+    }
+
+    /// `used_memory` less the startup figure, at least 1 (Redis's `net_usage`).
+    fn net(&self) -> u64 {
+        self.used.saturating_sub(self.overhead.startup).max(1)
+    }
+
+    /// `keys.bytes-per-key`.
+    pub fn bytes_per_key(&self) -> u64 {
+        self.net().checked_div(self.keys).unwrap_or(0)
+    }
+
+    /// `used_memory_dataset_perc` / `dataset.percentage`.
+    pub fn dataset_percentage(&self) -> f64 {
+        ratio(self.dataset() * 100, self.net())
+    }
+
+    /// `used_memory_peak_perc` / `peak.percentage`.
+    pub fn peak_percentage(&self) -> f64 {
+        ratio(self.used * 100, self.peak)
+    }
+
+    /// RSS over `used_memory`: the allocator's fragmentation and the total's, which are one
+    /// figure with libc malloc.
+    pub fn fragmentation(&self) -> f64 {
+        ratio(self.rss, self.used)
+    }
+
+    pub fn fragmentation_bytes(&self) -> i64 {
+        self.rss as i64 - self.used as i64
+    }
+}
+
+/// `a / b` as Redis computes its ratios, in single precision (so the digits look alike); 0 for
+/// a zero `b`.
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        f64::from(a as f32 / b as f32)
     }
 }
 
