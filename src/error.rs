@@ -149,6 +149,9 @@ pub const NOMASTERLINK: &str = "NOMASTERLINK Can't SYNC while not connected with
 pub const WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.";
 /// getTimeoutFromObjectOrReply (WAIT).
 pub const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+/// getTimeoutFromObjectOrReply with a millisecond timeout that is not an integer (WAIT, CLIENT
+/// PAUSE).
+pub const TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
 /// replicaofCommand: REPLICAOF's port argument.
 pub const INVALID_MASTER_PORT: &str = "ERR Invalid master port";
 /// syncCommand: PSYNC inside MULTI.
@@ -235,6 +238,24 @@ impl CmdError {
     /// The RESP2 subscriber-context refusal for the command registered as `name`.
     pub fn subscriber_context(name: &str) -> CmdError {
         CmdError::Owned(SUBSCRIBER_CONTEXT.replacen("{}", name, 1))
+    }
+
+    /// A known subcommand with arguments its handler refuses (Redis's
+    /// `addReplySubcommandSyntaxError`): the subcommand as the client spelled it, the container's
+    /// name upper-cased.
+    pub fn subcommand_syntax(argv: &[bytes::Bytes]) -> CmdError {
+        let sub = argv
+            .get(1)
+            .map(|s| String::from_utf8_lossy(s))
+            .unwrap_or_default();
+        let container = argv
+            .first()
+            .map(|c| String::from_utf8_lossy(c))
+            .unwrap_or_default();
+        CmdError::Owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {} HELP.",
+            container.to_ascii_uppercase()
+        ))
     }
 
     pub fn unknown_subcommand(sub: &[u8], container: &str) -> CmdError {

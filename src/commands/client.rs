@@ -411,10 +411,7 @@ fn client_no_evict(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
 /// `timeout` milliseconds from now (`engine::pause`), all of them or those that may write.
 fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     if argv.len() > 4 {
-        return Err(CmdError::Owned(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&argv[1])
-        )));
+        return Err(CmdError::subcommand_syntax(argv));
     }
     // The mode is checked first, as Redis does.
     let all = match argv.get(3) {
@@ -427,11 +424,10 @@ fn client_pause(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
             ))
         }
     };
-    let timeout = crate::numeric::int::parse_i64(&argv[2]).ok_or(CmdError::Static(
-        "ERR timeout is not an integer or out of range",
-    ))?;
+    let timeout = crate::numeric::int::parse_i64(&argv[2])
+        .ok_or(CmdError::Static(error::TIMEOUT_NOT_INTEGER))?;
     if timeout < 0 {
-        return Err(CmdError::Static("ERR timeout is negative"));
+        return Err(CmdError::Static(error::TIMEOUT_NEGATIVE));
     }
     let until = if timeout == 0 {
         0

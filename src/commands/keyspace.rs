@@ -373,10 +373,10 @@ fn swapdb(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     let a = index(&argv[1], "ERR invalid first DB index")?;
     let b = index(&argv[2], "ERR invalid second DB index")?;
     let (Ok(a), Ok(b)) = (usize::try_from(a), usize::try_from(b)) else {
-        return Err(CmdError::Static("ERR DB index is out of range"));
+        return Err(CmdError::Static(error::DB_INDEX_RANGE));
     };
     if !ctx.store.swap_dbs(a, b) {
-        return Err(CmdError::Static("ERR DB index is out of range"));
+        return Err(CmdError::Static(error::DB_INDEX_RANGE));
     }
     ctx.force_propagation();
     Ok(Reply::ok())

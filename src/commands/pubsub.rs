@@ -166,19 +166,9 @@ fn spublish(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(n as i64))
 }
 
-/// Redis's reply for a PUBSUB subcommand with too many arguments (`addReplySubcommandSyntaxError`:
-/// the subcommand as the client spelled it).
-fn syntax_error(argv: &[Bytes]) -> CmdError {
-    CmdError::Owned(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-        String::from_utf8_lossy(&argv[1]),
-        String::from_utf8_lossy(&argv[0]).to_ascii_uppercase()
-    ))
-}
-
 fn channels(ctx: &mut Ctx, argv: &[Bytes], kind: Kind) -> CmdResult {
     if argv.len() > 3 {
-        return Err(syntax_error(argv));
+        return Err(CmdError::subcommand_syntax(argv));
     }
     let list = ctx.pubsub.active(kind, argv.get(2).map(|p| &p[..]));
     Ok(Reply::Array(list.into_iter().map(Reply::Bulk).collect()))

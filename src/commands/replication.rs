@@ -174,9 +174,8 @@ fn wait(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
         return Err(CmdError::Static(error::WAIT_ON_REPLICA));
     }
     let n = crate::numeric::parse_i64(&argv[1]).ok_or(CmdError::Static(error::NOT_INTEGER))?;
-    let t = crate::numeric::parse_i64(&argv[2]).ok_or(CmdError::Owned(
-        "ERR timeout is not an integer or out of range".into(),
-    ))?;
+    let t =
+        crate::numeric::parse_i64(&argv[2]).ok_or(CmdError::Static(error::TIMEOUT_NOT_INTEGER))?;
     if t < 0 {
         return Err(CmdError::Static(error::TIMEOUT_NEGATIVE));
     }

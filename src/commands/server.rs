@@ -554,12 +554,7 @@ fn slowlog_get(ctx: &mut Ctx, argv: &[Bytes]) -> CmdResult {
                 ))
             }
         },
-        _ => {
-            return Err(CmdError::Owned(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
-                String::from_utf8_lossy(&argv[1])
-            )))
-        }
+        _ => return Err(CmdError::subcommand_syntax(argv)),
     };
     let entries = ctx.shared.slowlog.newest(count);
     Ok(Reply::Array(
