@@ -976,6 +976,22 @@ fn own_key(key: Bytes) -> Bytes {
     Bytes::copy_from_slice(&key)
 }
 
+/// A read lookup found no `key`: counted in a database's `keyspace_misses`, and its `keymiss`
+/// event raised if enabled (as `Db::notify` raises events). Over the fields, not `&mut Db`, so
+/// that a lookup may call it while it holds an entry of the table.
+fn read_missed(
+    misses: &mut u64,
+    notify_flags: u32,
+    pending: &mut Vec<(u32, &'static str, Bytes)>,
+    key: &[u8],
+) {
+    *misses += 1;
+    let f = notify_flags;
+    if f & events::KEY_MISS != 0 && f & (events::KEYSPACE | events::KEYEVENT) != 0 {
+        pending.push((events::KEY_MISS, "keymiss", Bytes::copy_from_slice(key)));
+    }
+}
+
 /// Encoding-override codes kept in an [`Entry`].
 const ENC_NONE: u8 = 0;
 const ENCODINGS: [&str; 3] = ["raw", "embstr", "int"];
@@ -1585,17 +1601,17 @@ impl Db {
     fn lookup_entry(&mut self, key: &[u8]) -> Option<&Entry> {
         let h = self.hash(key);
         self.expire_if_due_h(h, key);
-        // One probe: the counters are other fields than the table the entry borrows.
+        // One probe: the counters and events are other fields than the table the entry
+        // borrows (so no `&mut self` method while it lives).
         let found = self.table.find(h, key);
-        if found.is_some() {
-            self.keyspace_hits += 1;
-        } else {
-            self.keyspace_misses += 1;
-            let f = self.notify_flags;
-            if f & events::KEY_MISS != 0 && f & (events::KEYSPACE | events::KEYEVENT) != 0 {
-                self.events
-                    .push((events::KEY_MISS, "keymiss", Bytes::copy_from_slice(key)));
-            }
+        match found {
+            Some(_) => self.keyspace_hits += 1,
+            None => read_missed(
+                &mut self.keyspace_misses,
+                self.notify_flags,
+                &mut self.events,
+                key,
+            ),
         }
         found
     }
@@ -1690,10 +1706,12 @@ impl Db {
         // A read's lookup (PFCOUNT of one key): counted as `lookup_entry` counts.
         if notify_miss {
             if !self.has(key) {
-                self.keyspace_misses += 1;
-                if self.notify_flags & events::KEY_MISS != 0 {
-                    self.notify(events::KEY_MISS, "keymiss", key);
-                }
+                read_missed(
+                    &mut self.keyspace_misses,
+                    self.notify_flags,
+                    &mut self.events,
+                    key,
+                );
                 return None;
             }
             self.keyspace_hits += 1;
